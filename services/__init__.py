@@ -1,0 +1,1 @@
+"""Footfall's processes: gateway, worker, query, app (management), migrate, standalone (embedded)."""

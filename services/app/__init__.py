@@ -1,0 +1,1 @@
+"""Management: projects, credentials, service accounts (CLI and `/api/app`)."""

@@ -1,0 +1,35 @@
+"""`build_app(...)`: the gateway's routes. Explicit wiring; no logic lives here."""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator
+
+from starlette.applications import Starlette
+from starlette.routing import Route
+
+from services.gateway.import_ import ImportEndpoint
+from services.gateway.sinks import EventSink
+from shared.auth import Authenticator
+from shared.config import ImportLimits
+from shared.web import build_starlette
+
+
+def import_routes(authenticator: Authenticator, sink: EventSink, limits: ImportLimits) -> list[Route]:
+    endpoint = ImportEndpoint(authenticator, sink, limits)
+    return [
+        Route("/import", endpoint.handle, methods=["POST", "GET"]),
+        Route("/import/", endpoint.handle, methods=["POST", "GET"]),
+    ]
+
+
+def build_app(authenticator: Authenticator, sink: EventSink, limits: ImportLimits) -> Starlette:
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await sink.start()
+        try:
+            yield
+        finally:
+            await sink.stop()
+
+    return build_starlette("gateway", import_routes(authenticator, sink, limits), lifespan=lifespan)

@@ -1,0 +1,141 @@
+"""Turn an `/import` request body into a list of raw JSON items.
+
+Accepted forms: a JSON array (`application/json`), NDJSON (`application/x-ndjson`),
+either optionally gzip-compressed, and the legacy form mode (`data=<JSON or base64 JSON>`
+in a form body or the query string). Decompression is bounded: output beyond the
+request limit is never produced, so a gzip bomb costs at most `max_request_bytes`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import zlib
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs
+
+import orjson
+
+from services.gateway.errors import GatewayError
+
+JSON_TYPES = ("application/json", "text/json")
+NDJSON_TYPES = ("application/x-ndjson", "application/ndjson", "application/jsonl", "application/x-jsonlines")
+FORM_TYPES = ("application/x-www-form-urlencoded",)
+
+
+@dataclass(frozen=True, slots=True)
+class MalformedItem:
+    """An NDJSON line that is not JSON: reported as a failed record, not a failed request."""
+
+    message: str
+
+
+@dataclass(frozen=True)
+class DecodedBody:
+    items: list[Any]
+    body_bytes: int  # uncompressed size
+    legacy: bool  # form mode (`data=`): answered with 1/0 or {"status", "error"}
+
+
+def too_large(limit: int) -> GatewayError:
+    return GatewayError(413, f"request exceeds max limit of {limit} bytes")
+
+
+def gunzip_bounded(raw: bytes, limit: int) -> bytes:
+    """Inflate gzip (or zlib) data, refusing as soon as the output would pass `limit` bytes."""
+    inflater = zlib.decompressobj(wbits=47)  # 32 + 15: gzip or zlib header, auto-detected
+    try:
+        out = inflater.decompress(raw, limit + 1)
+        if len(out) > limit or inflater.unconsumed_tail:
+            raise too_large(limit)
+        out += inflater.flush(limit + 1 - len(out))
+    except zlib.error:
+        raise GatewayError(400, "body is not valid gzip data") from None
+    if len(out) > limit:
+        raise too_large(limit)
+    return out
+
+
+def parse_json(data: bytes | str) -> Any:
+    """orjson first; invalid UTF-8 falls back to a decode that keeps the bad bytes as lone
+    surrogates, so the validator can reject just the events that carry them."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        text = data.decode("utf-8", "surrogateescape") if isinstance(data, bytes) else data
+        try:
+            return json.loads(text)
+        except (ValueError, RecursionError):
+            raise GatewayError(400, "malformed JSON body") from None
+
+
+def _parse_ndjson(data: bytes) -> list[Any]:
+    items: list[Any] = []
+    for line in data.splitlines():
+        if not line.strip():
+            continue
+        try:
+            items.append(parse_json(line))
+        except GatewayError:
+            items.append(MalformedItem("malformed JSON line"))
+    return items
+
+
+def _as_list(value: Any) -> list[Any]:
+    if isinstance(value, list):
+        return value
+    if isinstance(value, dict):
+        return [value]
+    raise GatewayError(400, "body must be a JSON array of events")
+
+
+def decode_legacy_data(value: str) -> list[Any]:
+    """`data=` holds raw JSON (mixpanel-python) or base64 JSON (mixpanel-node, old docs)."""
+    text = value.strip()
+    if text[:1] in ("{", "["):
+        return _as_list(parse_json(text.encode("utf-8", "surrogateescape")))
+    padded = text + "=" * (-len(text) % 4)
+    try:
+        raw = base64.b64decode(padded.replace("-", "+").replace("_", "/").replace(" ", "+"), validate=True)
+    except (binascii.Error, ValueError):
+        raise GatewayError(400, "data is neither JSON nor base64-encoded JSON") from None
+    return _as_list(parse_json(raw))
+
+
+def media_type(content_type: str | None) -> str:
+    return (content_type or "").split(";", 1)[0].strip().lower()
+
+
+def decode_body(
+    raw: bytes, *, content_type: str | None, content_encoding: str | None, query_data: str | None, limit: int
+) -> DecodedBody:
+    encoding = (content_encoding or "").strip().lower()
+    if encoding in ("gzip", "x-gzip", "deflate"):
+        data = gunzip_bounded(raw, limit)
+    elif encoding in ("", "identity"):
+        if len(raw) > limit:
+            raise too_large(limit)
+        data = raw
+    else:
+        raise GatewayError(415, f"unsupported Content-Encoding {content_encoding!r} (use gzip)")
+
+    kind = media_type(content_type)
+    if query_data is not None and not data.strip():
+        return DecodedBody(decode_legacy_data(query_data), len(query_data), legacy=True)
+    if kind in FORM_TYPES:
+        form = parse_qs(data.decode("utf-8", "surrogateescape"), keep_blank_values=True)
+        values = form.get("data") or ([query_data] if query_data is not None else [])
+        if not values:
+            raise GatewayError(400, "form body has no data field")
+        return DecodedBody(decode_legacy_data(values[0]), len(data), legacy=True)
+    if kind in JSON_TYPES:
+        return DecodedBody(_as_list(parse_json(data)), len(data), legacy=False)
+    if kind in NDJSON_TYPES:
+        return DecodedBody(_parse_ndjson(data), len(data), legacy=False)
+    if not kind and not data.strip():
+        raise GatewayError(400, "empty body: send a JSON array of events")
+    raise GatewayError(
+        415, f"unsupported Content-Type {kind or '(none)'!r}: use application/json or application/x-ndjson"
+    )

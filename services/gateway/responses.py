@@ -1,0 +1,46 @@
+"""The response bodies existing clients parse (semantics §6.1)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from starlette.responses import Response
+
+from services.gateway.errors import STATUS_TEXT
+from shared.events import Failure
+
+
+class OrjsonResponse(Response):
+    media_type = "application/json"
+
+    def render(self, content: Any) -> bytes:
+        return orjson.dumps(content)
+
+
+def json_error(status: int, message: str, *, retry_after: int | None = None) -> Response:
+    headers = {"Retry-After": str(retry_after)} if retry_after is not None else None
+    body = {"code": status, "error": message, "status": STATUS_TEXT.get(status, "Error")}
+    return OrjsonResponse(body, status_code=status, headers=headers)
+
+
+def strict_result(imported: int, failures: list[Failure]) -> Response:
+    if not failures:
+        return OrjsonResponse({"code": 200, "num_records_imported": imported, "status": "OK"})
+    return OrjsonResponse(
+        {
+            "code": 400,
+            "error": "some data points in the request failed validation",
+            "failed_records": [f.as_record() for f in failures],
+            "num_records_imported": imported,
+            "status": "Bad Request",
+        },
+        status_code=400,
+    )
+
+
+def legacy_result(ok: bool, *, verbose: bool, error: str | None = None, status_code: int = 200) -> Response:
+    """Form-mode answer: `1`/`0`, or `{"status": 1|0, "error": ...}` with verbose=1."""
+    if verbose:
+        return OrjsonResponse({"status": 1 if ok else 0, "error": None if ok else error}, status_code=status_code)
+    return Response(b"1" if ok else b"0", status_code=status_code, media_type="text/plain")

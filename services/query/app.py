@@ -1,0 +1,33 @@
+"""`build_app(...)` / `query_routes(...)`: the query service's routes. Explicit wiring only."""
+
+from __future__ import annotations
+
+from starlette.applications import Starlette
+from starlette.routing import Route
+
+from services.query.endpoints import Handler, QueryService
+from services.query.limits import QueryLimiter
+from services.query.reports import export
+from shared.auth import Authenticator
+from shared.config import Settings
+from shared.warehouse import Warehouse
+from shared.web import build_starlette
+
+# Report endpoints, by path under /api/query and /api/2.0. Families register here.
+REPORTS: dict[str, Handler] = {}
+
+
+def query_routes(authenticator: Authenticator, warehouse: Warehouse, settings: Settings) -> list[Route]:
+    service = QueryService(
+        authenticator, warehouse, QueryLimiter(settings.query_rate_per_hour, settings.query_concurrency)
+    )
+    routes = service.routes(REPORTS)
+    # Raw export has its own (much higher) limits at the interface; it is not counted
+    # against the 60/hour report budget.
+    export_endpoint = service.wrap("export", export.export, limited=False)
+    routes += [Route(p, export_endpoint, methods=["GET", "POST"]) for p in ("/api/2.0/export", "/api/2.0/export/")]
+    return routes
+
+
+def build_app(authenticator: Authenticator, warehouse: Warehouse, settings: Settings) -> Starlette:
+    return build_starlette("query", query_routes(authenticator, warehouse, settings))

@@ -1,0 +1,1 @@
+"""One module per endpoint family: parse the request, build the SQL, shape the response."""

@@ -1,0 +1,84 @@
+"""Composition root of `footfall serve`: gateway + inline worker + query service on one port,
+chDB (or the configured warehouse) as the store. No logic lives here."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import structlog
+from starlette.applications import Starlette
+
+from services.app.bootstrap import BOOTSTRAP_FILE, bootstrap_if_empty
+from services.gateway.app import import_routes
+from services.gateway.sinks import EventSink
+from services.query.app import query_routes
+from services.standalone.sink import EmbeddedSink
+from services.worker.enrich import Enricher, open_geo_reader
+from shared.auth import Authenticator
+from shared.config import Settings
+from shared.metadata import MetadataRepository
+from shared.warehouse import ClickHouseWarehouse, apply_migrations, open_warehouse
+from shared.web import build_starlette
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass
+class Embedded:
+    app: Starlette
+    warehouse: ClickHouseWarehouse
+    authenticator: Authenticator
+    repo: MetadataRepository
+
+
+def open_enricher(settings: Settings) -> Enricher:
+    if not settings.geoip_db:
+        log.warning("geoip_disabled", reason="FOOTFALL_GEOIP_DB is not set: events get no $city/$region/mp_country_code")
+        return Enricher(None)
+    return Enricher(open_geo_reader(settings.geoip_db))
+
+
+def build_embedded(settings: Settings, *, sink: EventSink | None = None) -> Embedded:
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    warehouse = open_warehouse(settings.dsn)
+    apply_migrations(warehouse)
+    repo = MetadataRepository(warehouse)
+    created = bootstrap_if_empty(repo, settings)
+    if created is not None:
+        _announce(created, settings)
+    authenticator = Authenticator(repo.load_directory())
+    enricher = open_enricher(settings)
+    sink = sink or EmbeddedSink(warehouse, enricher)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await sink.start()
+        try:
+            yield
+        finally:
+            await sink.stop()
+            enricher.close()
+            warehouse.close()
+
+    routes = import_routes(authenticator, sink, settings.limits) + query_routes(authenticator, warehouse, settings)
+    app = build_starlette("embedded", routes, lifespan=lifespan)
+    return Embedded(app, warehouse, authenticator, repo)
+
+
+def _announce(created: dict[str, object], settings: Settings) -> None:
+    sa = created["service_account"]
+    assert isinstance(sa, dict)
+    lines = [
+        "",
+        "Footfall created project 1 (\"Default\", UTC). These credentials are shown once;",
+        f"they are also in {settings.data_dir / BOOTSTRAP_FILE} (mode 0600):",
+        f"  project token:            {created['project_token']}",
+        f"  project secret:           {created['project_secret']}",
+        f"  service account username: {sa['username']}",
+        f"  service account secret:   {sa['secret']}",
+        "",
+    ]
+    print("\n".join(lines), file=sys.stderr, flush=True)

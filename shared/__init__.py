@@ -1,0 +1,1 @@
+"""Code used by more than one Footfall service: events, configuration, credentials, warehouse."""
