@@ -1,0 +1,256 @@
+"""`check_expr`: attach meaning to a parsed tree.
+
+Resolves accessors (which properties live in their own columns), function names and
+arity, folds `datetime("...")` literals, and infers the set of runtime kinds of every
+node (semantics.md §3.3; see `infer_kinds`). Raises `ExprError` for anything that has
+no meaning: unknown functions, wrong arity, `user[...]`/`behaviors[...]` where no
+profile is joined, `and`/`or` operands that can never be boolean.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Literal
+
+from services.query.expr import ast
+from services.query.expr.errors import ExprTypeError
+from services.query.expr.typed import ALL_JSON, Apply, Column, Const, Kind, Kinds, ListOf, Op, Prop, TNode
+
+__all__ = ["DATETIME_MAX", "DATETIME_MIN", "FUNCTIONS", "ISO_DATETIME", "check_expr", "infer_kinds", "parse_iso"]
+
+Context = Literal["events"]
+
+# name -> (op, arity)
+FUNCTIONS: dict[str, tuple[Op, int]] = {
+    "defined": (Op.DEFINED, 1),
+    "number": (Op.NUMBER, 1),
+    "string": (Op.STRING, 1),
+    "boolean": (Op.BOOLEAN, 1),
+    "datetime": (Op.DATETIME, 1),
+    "floor": (Op.FLOOR, 1),
+    "round": (Op.ROUND, 1),
+    "ceil": (Op.CEIL, 1),
+    "has_prefix": (Op.HAS_PREFIX, 2),
+    "has_suffix": (Op.HAS_SUFFIX, 2),
+    "lower": (Op.LOWER, 1),
+    "upper": (Op.UPPER, 1),
+}
+_BINARY: dict[str, Op] = {op.value: op for op in Op if op.value in ast.BinaryOp.__args__}  # type: ignore[attr-defined]
+
+# Properties that are columns of the events table, by accessor.
+_COLUMNS: dict[str, dict[str, tuple[str, Kind]]] = {
+    "properties": {
+        "time": ("time", Kind.DATETIME),
+        "distinct_id": ("distinct_id", Kind.STRING),
+        "$insert_id": ("insert_id", Kind.STRING),
+    },
+    "event": {
+        "time": ("time", Kind.DATETIME),
+        "$time": ("time", Kind.DATETIME),
+        "distinct_id": ("distinct_id", Kind.STRING),
+        "$distinct_id": ("distinct_id", Kind.STRING),
+        "$insert_id": ("insert_id", Kind.STRING),
+    },
+}
+
+# ISO dates accepted by datetime("...") and where a string meets a datetime. Naive means UTC.
+ISO_DATETIME = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?)?(Z|[+-]\d{2}:?\d{2})?",
+    re.ASCII,
+)
+# The range that DateTime64(3) holds; outside it datetime() is undefined.
+DATETIME_MIN = -2208988800.0  # 1900-01-01
+DATETIME_MAX = 10413792000.0  # 2300-01-01
+
+U, Z, B, N, S, D, L, O = (
+    Kind.UNDEFINED,
+    Kind.NULL,
+    Kind.BOOLEAN,
+    Kind.NUMBER,
+    Kind.STRING,
+    Kind.DATETIME,
+    Kind.LIST,
+    Kind.OBJECT,
+)
+SCALARS: Kinds = frozenset({Z, B, N, S, D})
+
+
+def check_expr(tree: ast.Node, *, context: Context = "events") -> TNode:
+    """Resolve and type `tree`. `context` is where it runs; only `events` exists so far."""
+    return _Checker(context).node(tree)
+
+
+def parse_iso(text: str) -> float | None:
+    """Epoch seconds (millisecond precision) of an ISO date/datetime string, or None."""
+    m = ISO_DATETIME.fullmatch(text)
+    if m is None:
+        return None
+    year, month, day, hour, minute, second, frac, zone = m.groups()
+    try:
+        tz = UTC
+        if zone and zone != "Z":
+            sign = 1 if zone[0] == "+" else -1
+            digits = zone[1:].replace(":", "")
+            tz = timezone(sign * timedelta(hours=int(digits[:2]), minutes=int(digits[2:])))
+        value = datetime(
+            int(year), int(month), int(day), int(hour or 0), int(minute or 0), int(second or 0), tzinfo=tz
+        )
+    except ValueError:
+        return None
+    millis = int((frac or "0").ljust(3, "0")[:3])
+    seconds = value.timestamp() + millis / 1000
+    if not DATETIME_MIN <= seconds < DATETIME_MAX:
+        return None
+    return seconds
+
+
+def _pairs(a: Kinds, b: Kinds) -> Iterable[tuple[Kind, Kind]]:
+    return ((x, y) for x in a for y in b)
+
+
+def infer_kinds(op: Op, args: tuple[Kinds, ...]) -> Kinds:
+    """The kinds `op` can produce from arguments of the given kinds (semantics §3.3)."""
+    out: set[Kind] = set()
+    x = args[0]
+    match op:
+        case Op.AND | Op.OR | Op.EQ | Op.NE | Op.DEFINED | Op.BOOLEAN:
+            out.add(B)
+        case Op.NOT:
+            out.add(B)
+            if x - {B, U}:
+                out.add(U)
+        case Op.NUMBER:
+            if x & {N, B, D, S}:
+                out.add(N)
+            if x & {U, Z, S, L, O}:
+                out.add(U)
+        case Op.STRING:
+            if x - {U, Z}:
+                out.add(S)
+            out |= x & {U, Z}
+        case Op.DATETIME:
+            if x & {S, N, D}:
+                out.add(D)
+            if x - {D}:
+                out.add(U)
+        case Op.FLOOR | Op.ROUND | Op.CEIL | Op.NEG:
+            if N in x:
+                out.add(N)
+            if x - {N}:
+                out.add(U)
+        case Op.LOWER | Op.UPPER:
+            if S in x:
+                out.add(S)
+            if x - {S}:
+                out.add(U)
+        case Op.HAS_PREFIX | Op.HAS_SUFFIX:
+            for p in _pairs(x, args[1]):
+                out.add(B if p == (S, S) else U)
+        case Op.SUB | Op.MUL | Op.DIV | Op.MOD:
+            for p in _pairs(x, args[1]):
+                out |= {N, U} if p == (N, N) else {U}
+        case Op.ADD:
+            for p in _pairs(x, args[1]):
+                out |= {N, U} if p == (N, N) else {S} if p == (S, S) else {U}
+        case Op.GT | Op.GE | Op.LT | Op.LE:
+            for p in _pairs(x, args[1]):
+                if p in ((N, N), (S, S), (D, D)):
+                    out.add(B)
+                elif p in ((D, S), (S, D)):
+                    out |= {B, U}
+                else:
+                    out.add(U)
+        case Op.IN:
+            for p in _pairs(x, args[1]):
+                out.add(B if p == (S, S) or (p[0] in SCALARS and p[1] == L) else U)
+    return frozenset(out)
+
+
+class _Checker:
+    def __init__(self, context: Context) -> None:
+        self.context = context
+
+    def node(self, node: ast.Node) -> TNode:
+        match node:
+            case ast.StringLit(value, span):
+                return Const(S, value, span)
+            case ast.NumberLit(text, span):
+                value = float(text)
+                if not math.isfinite(value):
+                    raise ExprTypeError(f"number {text[:20]!r} is out of range", span.start)
+                return Const(N, value, span)
+            case ast.BoolLit(value, span):
+                return Const(B, value, span)
+            case ast.NullLit(span):
+                return Const(Z, None, span)
+            case ast.ListLit(items, span):
+                return ListOf(tuple(self.node(i) for i in items), span)
+            case ast.Accessor(source, name, span):
+                return self.accessor(source, name, span)
+            case ast.Call():
+                return self.call(node)
+            case ast.Unary(op, operand, span):
+                arg = self.node(operand)
+                top = Op.NOT if op == "not" else Op.NEG
+                return Apply(top, (arg,), infer_kinds(top, (arg.kinds,)), span)
+            case ast.Binary(op, left, right, span):
+                bop = _BINARY[op]
+                args = (self.node(left), self.node(right))
+                if bop in (Op.AND, Op.OR):
+                    for arg in args:
+                        if not arg.kinds & {B, U}:
+                            raise ExprTypeError(f"the operands of '{op}' must be boolean", arg.span.start)
+                return Apply(bop, args, infer_kinds(bop, tuple(a.kinds for a in args)), span)
+        raise AssertionError(f"unknown node {node!r}")  # pragma: no cover
+
+    def accessor(self, source: str, name: str, span: ast.Span) -> TNode:
+        if source in ("user", "behaviors"):
+            raise ExprTypeError(
+                f"{source}[...] is not available in an event expression (use properties[...])", span.start
+            )
+        column = _COLUMNS.get(source, {}).get(name)
+        if column is not None:
+            return Column(column[0], column[1], span)
+        return Prop(name, span)
+
+    def call(self, node: ast.Call) -> TNode:
+        known = FUNCTIONS.get(node.name)
+        if known is None:
+            names = ", ".join(sorted(FUNCTIONS))
+            raise ExprTypeError(f"unknown function {node.name[:40]!r} (known: {names})", node.span.start)
+        op, arity = known
+        if len(node.args) != arity:
+            plural = "s" if arity != 1 else ""
+            raise ExprTypeError(
+                f"{node.name}() takes {arity} argument{plural}, got {len(node.args)}", node.span.start
+            )
+        args = tuple(self.node(a) for a in node.args)
+        if op is Op.DATETIME and isinstance(args[0], Const):
+            return self.datetime_literal(args[0], node.span)
+        return Apply(op, args, infer_kinds(op, tuple(a.kinds for a in args)), node.span)
+
+    def datetime_literal(self, arg: Const, span: ast.Span) -> TNode:
+        """`datetime("2024-01-01T00:00:00")` / `datetime(1704067200)` become constants."""
+        seconds: float | None = None
+        if arg.kind is S and isinstance(arg.value, str):
+            seconds = parse_iso(arg.value)
+            if seconds is None:
+                raise ExprTypeError(
+                    "datetime() needs an ISO date such as \"2024-01-01\" or \"2024-01-01T00:00:00\"",
+                    arg.span.start,
+                )
+        elif arg.kind is N and isinstance(arg.value, float):
+            if not DATETIME_MIN <= arg.value < DATETIME_MAX:
+                raise ExprTypeError("datetime() of a number needs epoch seconds between 1900 and 2300", arg.span.start)
+            seconds = arg.value
+        elif arg.kind is D:
+            return arg
+        if seconds is None:
+            return Const(U, None, span)
+        return Const(D, seconds, span)
+
+
+assert ALL_JSON  # re-exported kinds used by compile

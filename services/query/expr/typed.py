@@ -1,0 +1,139 @@
+"""The typed tree that `check()` produces and `compile` lowers.
+
+Each node knows the set of runtime kinds its value can have (`kinds`). A property's
+JSON type varies per event, so a property access can be any JSON kind; a literal has
+exactly one. The compiler uses these sets to drop impossible branches; it never looks
+at literal values to decide anything, so the SQL shape of an expression does not
+depend on its literals.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from services.query.expr.ast import Span
+
+__all__ = [
+    "ALL_JSON",
+    "Apply",
+    "Column",
+    "Const",
+    "Kind",
+    "Kinds",
+    "ListOf",
+    "Op",
+    "Prop",
+    "TNode",
+]
+
+
+class Kind(enum.IntEnum):
+    """Runtime kinds; the numbers are the codes the SQL uses (the `k` component)."""
+
+    UNDEFINED = 0
+    NULL = 1
+    BOOLEAN = 2
+    NUMBER = 3
+    STRING = 4
+    DATETIME = 5
+    LIST = 6
+    OBJECT = 7
+
+
+Kinds = frozenset[Kind]
+ALL_JSON: Kinds = frozenset(
+    {Kind.UNDEFINED, Kind.NULL, Kind.BOOLEAN, Kind.NUMBER, Kind.STRING, Kind.LIST, Kind.OBJECT}
+)
+
+
+class Op(enum.Enum):
+    """Operators and functions after name resolution."""
+
+    OR = "or"
+    AND = "and"
+    NOT = "not"
+    EQ = "=="
+    NE = "!="
+    GT = ">"
+    GE = ">="
+    LT = "<"
+    LE = "<="
+    IN = "in"
+    ADD = "+"
+    SUB = "-"
+    MUL = "*"
+    DIV = "/"
+    MOD = "%"
+    NEG = "neg"
+    DEFINED = "defined"
+    NUMBER = "number"
+    STRING = "string"
+    BOOLEAN = "boolean"
+    DATETIME = "datetime"
+    FLOOR = "floor"
+    ROUND = "round"
+    CEIL = "ceil"
+    HAS_PREFIX = "has_prefix"
+    HAS_SUFFIX = "has_suffix"
+    LOWER = "lower"
+    UPPER = "upper"
+
+
+@dataclass(frozen=True, slots=True)
+class Const:
+    """A literal. `value` is str | float | bool | None; a datetime literal is epoch seconds."""
+
+    kind: Kind
+    value: str | float | bool | None
+    span: Span
+
+    @property
+    def kinds(self) -> Kinds:
+        return frozenset({self.kind})
+
+
+@dataclass(frozen=True, slots=True)
+class Prop:
+    """An event property stored in the `properties` JSON text."""
+
+    name: str
+    span: Span
+
+    @property
+    def kinds(self) -> Kinds:
+        return ALL_JSON
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """A property that lives in its own column (`time`, `distinct_id`, `$insert_id`)."""
+
+    column: str  # a catalog name from services.query.sql.ident
+    kind: Kind
+    span: Span
+
+    @property
+    def kinds(self) -> Kinds:
+        return frozenset({self.kind})
+
+
+@dataclass(frozen=True, slots=True)
+class ListOf:
+    items: tuple[TNode, ...]
+    span: Span
+
+    @property
+    def kinds(self) -> Kinds:
+        return frozenset({Kind.LIST})
+
+
+@dataclass(frozen=True, slots=True)
+class Apply:
+    op: Op
+    args: tuple[TNode, ...]
+    kinds: Kinds
+    span: Span
+
+
+TNode = Const | Prop | Column | ListOf | Apply

@@ -1,0 +1,8 @@
+"""The only place that makes SQL text: fragments, bound parameters, catalog identifiers."""
+
+from services.query.sql.ident import column, table
+from services.query.sql.params import Params
+from services.query.sql.render import render
+from services.query.sql.sql import Sql, SqlSizeError, join, number, sql
+
+__all__ = ["Params", "Sql", "SqlSizeError", "column", "join", "number", "render", "sql", "table"]
