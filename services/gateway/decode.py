@@ -12,7 +12,7 @@ import base64
 import binascii
 import json
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -37,6 +37,7 @@ class DecodedBody:
     items: list[Any]
     body_bytes: int  # uncompressed size
     legacy: bool  # form mode (`data=`): answered with 1/0 or {"status", "error"}
+    fields: dict[str, str] = field(default_factory=dict)  # other form fields (verbose, ip, api_key)
 
 
 def too_large(limit: int) -> GatewayError:
@@ -104,6 +105,12 @@ def decode_legacy_data(value: str) -> list[Any]:
     return _as_list(parse_json(raw))
 
 
+def form_fields(data: bytes) -> dict[str, str]:
+    """First value of each field of a urlencoded form body."""
+    form = parse_qs(data.decode("utf-8", "surrogateescape"), keep_blank_values=True)
+    return {k: v[0] for k, v in form.items() if v}
+
+
 def media_type(content_type: str | None) -> str:
     return (content_type or "").split(";", 1)[0].strip().lower()
 
@@ -125,11 +132,11 @@ def decode_body(
     if query_data is not None and not data.strip():
         return DecodedBody(decode_legacy_data(query_data), len(query_data), legacy=True)
     if kind in FORM_TYPES:
-        form = parse_qs(data.decode("utf-8", "surrogateescape"), keep_blank_values=True)
-        values = form.get("data") or ([query_data] if query_data is not None else [])
-        if not values:
+        fields = form_fields(data)
+        value = fields.pop("data", None) or query_data
+        if value is None:
             raise GatewayError(400, "form body has no data field")
-        return DecodedBody(decode_legacy_data(values[0]), len(data), legacy=True)
+        return DecodedBody(decode_legacy_data(value), len(data), legacy=True, fields=fields)
     if kind in JSON_TYPES:
         return DecodedBody(_as_list(parse_json(data)), len(data), legacy=False)
     if kind in NDJSON_TYPES:

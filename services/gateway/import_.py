@@ -13,7 +13,15 @@ import structlog
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
-from services.gateway.decode import FORM_TYPES, DecodedBody, MalformedItem, decode_body, media_type, too_large
+from services.gateway.decode import (
+    FORM_TYPES,
+    DecodedBody,
+    MalformedItem,
+    decode_body,
+    form_fields,
+    media_type,
+    too_large,
+)
 from services.gateway.errors import GatewayError
 from services.gateway.responses import json_error, legacy_result, strict_result
 from services.gateway.sinks import EventSink
@@ -39,13 +47,17 @@ class ImportEndpoint:
         params = request.query_params
         strict = params.get("strict") == "1"
         verbose = params.get("verbose") == "1"
-        # Form mode (old SDKs) is answered in its own shape, errors included.
+        # Form mode (old SDKs) is answered in its own shape, errors included; its
+        # `verbose` flag may travel in the form body, so such bodies are decoded first.
         legacy = "data" in params or media_type(request.headers.get("content-type")) in FORM_TYPES
         try:
+            raw = await self._read(request)
+            if legacy and not verbose:
+                verbose = form_fields(raw).get("verbose") == "1"
             principal = self.authenticator.for_import(
                 request.headers.get("authorization"), params.get("project_id")
             )
-            decoded = await self._decode(request)
+            decoded = self._decode(request, raw)
             if len(decoded.items) > self.limits.max_events_per_request:
                 raise GatewayError(
                     400,
@@ -69,11 +81,10 @@ class ImportEndpoint:
         if decoded.legacy:
             ok = bool(events) or not failures
             return legacy_result(ok, verbose=verbose, error=failures[0].message if failures else None)
-        if strict:
-            return strict_result(len(events), failures)
-        return strict_result(len(events), [])
+        return strict_result(len(events), failures if strict else [])
 
-    async def _decode(self, request: Request) -> DecodedBody:
+    async def _read(self, request: Request) -> bytes:
+        """The raw body, refused with 413 as soon as it passes the wire limit."""
         limit = self.limits.max_request_bytes
         wire_limit = int(limit * _WIRE_SLACK) + 1024
         declared = request.headers.get("content-length")
@@ -86,12 +97,15 @@ class ImportEndpoint:
             if size > wire_limit:
                 raise too_large(limit)
             chunks.append(chunk)
+        return b"".join(chunks)
+
+    def _decode(self, request: Request, raw: bytes) -> DecodedBody:
         return decode_body(
-            b"".join(chunks),
+            raw,
             content_type=request.headers.get("content-type"),
             content_encoding=request.headers.get("content-encoding"),
             query_data=request.query_params.get("data"),
-            limit=limit,
+            limit=self.limits.max_request_bytes,
         )
 
     def _validate(self, decoded: DecodedBody, project_id: int, strict: bool) -> tuple[list[Event], list[Failure]]:

@@ -1,0 +1,1 @@
+"""Benchmarks (`make bench`): each writes its numbers to bench/results/<name>.json."""

@@ -1,0 +1,163 @@
+"""`/import` end to end against a `footfall serve` subprocess: every body form the
+interface and the official clients use, dedup, restarts, concurrent clients, read back
+through the raw export endpoint."""
+
+from __future__ import annotations
+
+import base64
+import concurrent.futures
+import gzip
+import stat
+import time
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+from mixpanel import Consumer, Mixpanel
+from mixpanel.credentials import ServiceAccountCredentials
+
+from tests.e2e.conftest import CREDS, ServeProcess
+
+pytestmark = pytest.mark.e2e
+
+TOKEN = CREDS["FOOTFALL_BOOTSTRAP_TOKEN"]
+SECRET = CREDS["FOOTFALL_BOOTSTRAP_SECRET"]
+SA = (CREDS["FOOTFALL_BOOTSTRAP_SA_USERNAME"], CREDS["FOOTFALL_BOOTSTRAP_SA_SECRET"])
+
+
+def make_event(name: str = "Signed up", *, distinct_id: str = "u1", insert_id: str | None = None,
+               t: int | None = None, **props: Any) -> dict[str, Any]:
+    return {
+        "event": name,
+        "properties": {
+            "time": t if t is not None else int(time.time()) - 60,
+            "distinct_id": distinct_id,
+            "$insert_id": insert_id or uuid.uuid4().hex,
+            **props,
+        },
+    }
+
+
+def export(server: ServeProcess, **params: str) -> list[dict[str, Any]]:
+    today = datetime.now(UTC).date().isoformat()
+    query = {"from_date": "2020-01-01", "to_date": today, "project_id": "1", **params}
+    r = httpx.get(server.base + "/api/2.0/export", params=query, auth=SA, timeout=30)
+    assert r.status_code == 200, r.text
+    return [orjson.loads(line) for line in r.content.splitlines() if line.strip()]
+
+
+def post_import(server: ServeProcess, body: bytes, *, content_type: str = "application/json",
+                strict: bool = True, headers: dict[str, str] | None = None,
+                auth: tuple[str, str] = (TOKEN, "")) -> httpx.Response:
+    url = server.base + "/import" + ("?strict=1" if strict else "")
+    return httpx.post(url, content=body, auth=auth, timeout=30,
+                      headers={"Content-Type": content_type, **(headers or {})})
+
+
+def test_json_ndjson_gzip_round_trip(serve_process: ServeProcess) -> None:
+    a = [make_event("A", n=i) for i in range(3)]
+    b = [make_event("B", n=i) for i in range(2)]
+    c = [make_event("C", n=i) for i in range(4)]
+    r = post_import(serve_process, orjson.dumps(a))
+    assert r.json() == {"code": 200, "num_records_imported": 3, "status": "OK"}
+    r = post_import(serve_process, b"\n".join(orjson.dumps(e) for e in b), content_type="application/x-ndjson")
+    assert r.json()["num_records_imported"] == 2
+    r = post_import(serve_process, gzip.compress(orjson.dumps(c)), headers={"Content-Encoding": "gzip"})
+    assert r.json()["num_records_imported"] == 4
+    exported = export(serve_process)
+    assert sorted(e["properties"]["$insert_id"] for e in exported) == sorted(
+        e["properties"]["$insert_id"] for e in a + b + c
+    )
+    one = next(e for e in exported if e["properties"]["$insert_id"] == a[0]["properties"]["$insert_id"])
+    assert one["event"] == "A" and one["properties"]["n"] == 0 and one["properties"]["distinct_id"] == "u1"
+    assert export(serve_process, event='["B"]') and {e["event"] for e in export(serve_process, event='["B"]')} == {"B"}
+
+
+def test_strict_partial_failure_imports_the_valid_ones(serve_process: ServeProcess) -> None:
+    good = make_event("Good")
+    bad = make_event("Bad", t=1)  # 1970: before the 1971 floor
+    r = post_import(serve_process, orjson.dumps([good, bad]))
+    assert r.status_code == 400
+    body = r.json()
+    assert body["num_records_imported"] == 1 and body["status"] == "Bad Request"
+    assert body["failed_records"][0]["index"] == 1
+    assert body["failed_records"][0]["$insert_id"] == bad["properties"]["$insert_id"]
+    assert body["failed_records"][0]["field"] == "properties.time"
+    assert [e["event"] for e in export(serve_process)] == ["Good"]
+
+
+def test_legacy_form_modes(serve_process: ServeProcess) -> None:
+    e1, e2, e3 = make_event("Raw"), make_event("B64"), make_event("Get")
+    r = httpx.post(serve_process.base + "/import", data={"data": orjson.dumps([e1]).decode(), "verbose": "1"},
+                   auth=(TOKEN, ""))
+    assert r.json() == {"status": 1, "error": None}
+    r = httpx.post(serve_process.base + "/import/", data={"data": base64.b64encode(orjson.dumps([e2])).decode()},
+                   auth=(TOKEN, ""))
+    assert r.text == "1"
+    r = httpx.get(serve_process.base + "/import", params={"data": base64.b64encode(orjson.dumps(e3)).decode()},
+                  auth=(TOKEN, ""))
+    assert r.text == "1"
+    r = httpx.post(serve_process.base + "/import", data={"data": "not json", "verbose": "1"}, auth=(TOKEN, ""))
+    assert r.status_code == 400 and r.json()["status"] == 0 and r.json()["error"]
+    assert sorted(e["event"] for e in export(serve_process)) == ["B64", "Get", "Raw"]
+
+
+def test_official_mixpanel_library_imports(serve_process: ServeProcess) -> None:
+    creds = ServiceAccountCredentials(username=SA[0], secret=SA[1], project_id="1")
+    mp = Mixpanel(TOKEN, consumer=Consumer(import_url=serve_process.base + "/import", credentials=creds))
+    stamp = int(time.time()) - 3600
+    mp.import_data(api_key=None, distinct_id="lib-user", event_name="Lib Event", timestamp=stamp,
+                   properties={"plan": "pro", "amount": 12.5})
+    # The deprecated api_secret form (Basic "secret:") still works.
+    legacy = Mixpanel(TOKEN, consumer=Consumer(import_url=serve_process.base + "/import"))
+    legacy.import_data(api_key="unused", distinct_id="lib-user", event_name="Legacy Event",
+                       timestamp=stamp, api_secret=SECRET)
+    events = {e["event"]: e["properties"] for e in export(serve_process)}
+    assert events["Lib Event"]["time"] == stamp and events["Lib Event"]["plan"] == "pro"
+    assert events["Lib Event"]["distinct_id"] == "lib-user" and "token" not in events["Lib Event"]
+    assert "Legacy Event" in events
+
+
+def test_duplicates_surface_once_within_across_and_after_restart(serve_process: ServeProcess) -> None:
+    e = make_event("Dup", insert_id="dup-1")
+    other = make_event("Dup", insert_id="dup-2")
+    r = post_import(serve_process, orjson.dumps([e, e, other]))
+    assert r.json()["num_records_imported"] == 3  # valid records; duplicates are removed in storage
+    post_import(serve_process, orjson.dumps([e]))
+    assert sorted(x["properties"]["$insert_id"] for x in export(serve_process)) == ["dup-1", "dup-2"]
+    serve_process.restart()
+    post_import(serve_process, orjson.dumps([e, other]))
+    assert sorted(x["properties"]["$insert_id"] for x in export(serve_process)) == ["dup-1", "dup-2"]
+
+
+def test_concurrent_clients(serve_process: ServeProcess) -> None:
+    batches = [[make_event("Conc", distinct_id=f"c{k}", idx=i) for i in range(200)] for k in range(12)]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=6) as pool:
+        results = list(pool.map(lambda b: post_import(serve_process, orjson.dumps(b)), batches))
+    assert all(r.status_code == 200 and r.json()["num_records_imported"] == 200 for r in results)
+    assert len(export(serve_process, event='["Conc"]')) == 12 * 200
+
+
+def test_auth_failures_are_json(serve_process: ServeProcess) -> None:
+    body = orjson.dumps([make_event()])
+    r = post_import(serve_process, body, auth=("wrong-token", ""))
+    assert r.status_code == 401 and r.json()["status"] == "Unauthorized"
+    r = httpx.post(serve_process.base + "/import?strict=1", content=body,
+                   headers={"Content-Type": "application/json"})
+    assert r.status_code == 401 and "error" in r.json()
+    r = httpx.post(serve_process.base + "/import?strict=1&project_id=1", content=body, auth=(SA[0], "bad"),
+                   headers={"Content-Type": "application/json"})
+    assert r.status_code == 401
+
+
+def test_bootstrap_file_is_private_and_printed_once(serve_process: ServeProcess) -> None:
+    path = serve_process.data_dir / "bootstrap.json"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    content = orjson.loads(path.read_bytes())
+    assert content["project_token"] == TOKEN and content["service_account"]["role"] == "owner"
+    assert TOKEN in serve_process.log()
+    serve_process.restart()
+    assert TOKEN not in serve_process.log()  # the new log of the second start
