@@ -112,10 +112,10 @@ def make_dataset(seed: int, n_events: int = 2000, zones: dict[int, str] | None =
     now = datetime(last_day.year, last_day.month, last_day.day, 18, 0, tzinfo=timezone.utc)
     projects = {}
     for pid in sorted(zones):
-        gen = _ProjectGen(random.Random(rng.getrandbits(64)), ZoneInfo(zones[pid]), start, days, now)
+        to_date = last_day - timedelta(days=5)
+        gen = _ProjectGen(random.Random(rng.getrandbits(64)), ZoneInfo(zones[pid]), start, days, now, to_date)
         events = gen.run(n_events)
-        projects[pid] = ProjectSpec(zones[pid], events, (start + timedelta(days=3)).isoformat(),
-                                    (last_day - timedelta(days=5)).isoformat())
+        projects[pid] = ProjectSpec(zones[pid], events, (start + timedelta(days=3)).isoformat(), to_date.isoformat())
     return Dataset(seed, projects, now)
 
 
@@ -124,9 +124,11 @@ def _ms(dt: datetime) -> int:
 
 
 class _ProjectGen:
-    def __init__(self, rng: random.Random, tz: ZoneInfo, start: date, days: int, now: datetime):
+    def __init__(self, rng: random.Random, tz: ZoneInfo, start: date, days: int, now: datetime, to_date: date):
         self.rng, self.tz = rng, tz
         self.start_ms = _ms(datetime(start.year, start.month, start.day, tzinfo=tz))
+        after = to_date + timedelta(days=1)
+        self.to_end_ms = _ms(datetime(after.year, after.month, after.day, tzinfo=tz))  # end of suggested range
         self.now_ms = _ms(now)
         self.days = [start + timedelta(days=i) for i in range(days)]
         self.events: list[dict] = []
@@ -211,8 +213,8 @@ class _ProjectGen:
     def _journey(self, user: dict) -> None:
         rng = self.rng
         t = user["first"] + rng.randrange(0, 25 * 86_400_000) if rng.random() < 0.7 else user["first"]
-        if rng.random() < 0.15:   # a journey that starts just before the suggested to_date
-            t = self.now_ms - 6 * 86_400_000 - rng.randrange(0, 86_400_000)
+        if rng.random() < 0.15:   # a journey starting in the last hours of to_date, completing after it
+            t = self.to_end_ms - rng.randrange(1, 3 * 3_600_000)
         kind = rng.random()
         anon = None if rng.random() < 0.05 else user
         gap = self._gap

@@ -14,3 +14,25 @@ The interpretations of ambiguous points are listed in each module's docstring.
     stream.stream                                             /stream/query
     expr.evaluate / where_matches / on_keys / as_number       the expression language
 """
+
+from __future__ import annotations
+
+from . import events, frequency, properties, retention, segmentation, stream
+
+# Endpoint path (relative to /api/query) -> oracle function(events, tz, params, now). /funnels takes the saved
+# funnel definition as an extra argument: funnels.funnels(events, tz, params, funnel, now).
+REPORTS = {
+    "/segmentation": segmentation.segmentation,
+    "/segmentation/numeric": segmentation.numeric,
+    "/segmentation/sum": segmentation.sum_,
+    "/segmentation/average": segmentation.average,
+    "/events": events.events,
+    "/events/top": events.top,
+    "/events/names": events.names,
+    "/events/properties": properties.properties,
+    "/events/properties/top": properties.top,
+    "/events/properties/values": properties.values,
+    "/retention": retention.retention,
+    "/retention/addiction": frequency.frequency,
+    "/stream/query": stream.stream,
+}

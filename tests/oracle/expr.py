@@ -30,6 +30,7 @@ Interpretations where §3 is silent:
 """
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import dataclass
@@ -65,25 +66,15 @@ _TOKEN = re.compile(r"""
   | (?P<name>[A-Za-z_$][A-Za-z0-9_$]*)
   | (?P<op>==|!=|>=|<=|[-+*/%<>()\[\],])
 """, re.VERBOSE | re.DOTALL)
-_ESCAPES = {'"': '"', "'": "'", "\\": "\\", "/": "/", "n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f"}
-
 
 def _unquote(tok: str) -> str:
-    body, out, i = tok[1:-1], [], 0
-    while i < len(body):
-        c = body[i]
-        if c != "\\":
-            out.append(c)
-            i += 1
-        elif body[i + 1] == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", body[i + 2:i + 6]):
-            out.append(chr(int(body[i + 2:i + 6], 16)))
-            i += 6
-        elif body[i + 1] in _ESCAPES:
-            out.append(_ESCAPES[body[i + 1]])
-            i += 2
-        else:
-            raise ExprError(f"bad escape \\{body[i + 1]}")
-    return "".join(out)
+    """JSON escapes plus \\' for both quote styles (the body is rewritten to a JSON string body first)."""
+    body = re.sub(r'\\(.)|"', lambda m: '\\"' if m.group(1) is None else
+                  ("'" if m.group(1) == "'" else m.group(0)), tok[1:-1], flags=re.DOTALL)
+    try:
+        return json.loads(f'"{body}"', strict=False)
+    except ValueError as exc:
+        raise ExprError(f"bad string literal {tok}: {exc}") from None
 
 
 def _lex(text: str) -> list[tuple[str, object]]:
@@ -133,19 +124,20 @@ class _Parser:
         self.take("end")
         return node
 
-    def or_expr(self) -> tuple:
-        node = self.and_expr()
-        while self.at("name", "or"):
+    def _left(self, ops: tuple[str, ...], sub) -> tuple:
+        """A left-associative level: sub (op sub)*; `and`/`or` are name tokens, the rest op tokens."""
+        node = sub()
+        while self.peek()[0] in ("op", "name") and self.peek()[1] in ops:
+            op = self.toks[self.i][1]
             self.i += 1
-            node = ("or", node, self.and_expr())
+            node = ("bin", op, node, sub())
         return node
 
+    def or_expr(self) -> tuple:
+        return self._left(("or",), self.and_expr)
+
     def and_expr(self) -> tuple:
-        node = self.not_expr()
-        while self.at("name", "and"):
-            self.i += 1
-            node = ("and", node, self.not_expr())
-        return node
+        return self._left(("and",), self.not_expr)
 
     def not_expr(self) -> tuple:
         if self.at("name", "not"):
@@ -153,7 +145,7 @@ class _Parser:
             return ("not", self.not_expr())
         return self.cmp_expr()
 
-    def cmp_expr(self) -> tuple:
+    def cmp_expr(self) -> tuple:   # non-associative: at most one comparison
         node = self.add_expr()
         kind, v = self.peek()
         if (kind == "op" and v in _CMP) or (kind, v) == ("name", "in"):
@@ -162,18 +154,10 @@ class _Parser:
         return node
 
     def add_expr(self) -> tuple:
-        node = self.mul_expr()
-        while self.peek() in (("op", "+"), ("op", "-")):
-            op = self.take("op")
-            node = ("bin", op, node, self.mul_expr())
-        return node
+        return self._left(("+", "-"), self.mul_expr)
 
     def mul_expr(self) -> tuple:
-        node = self.unary()
-        while self.peek() in (("op", "*"), ("op", "/"), ("op", "%")):
-            op = self.take("op")
-            node = ("bin", op, node, self.unary())
-        return node
+        return self._left(("*", "/", "%"), self.unary)
 
     def unary(self) -> tuple:
         if self.at("op", "-"):
@@ -420,10 +404,11 @@ def _eval(node: tuple, props: dict) -> object:
     if kind == "not":
         v = _eval(node[1], props)
         return True if v is UNDEFINED else (not v) if isinstance(v, bool) else UNDEFINED
-    if kind in ("and", "or"):
-        a, b = _logic(_eval(node[1], props), kind), _logic(_eval(node[2], props), kind)
-        return (a and b) if kind == "and" else (a or b)
-    return _binary(node[1], _eval(node[2], props), _eval(node[3], props))
+    op = node[1]
+    if op in ("and", "or"):
+        a, b = _logic(_eval(node[2], props), op), _logic(_eval(node[3], props), op)
+        return (a and b) if op == "and" else (a or b)
+    return _binary(op, _eval(node[2], props), _eval(node[3], props))
 
 
 # ------------------------------------------------------------------------------------------- public API

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import datetime
 from decimal import Decimal
 from fractions import Fraction
@@ -94,7 +95,7 @@ def _fmt(x: Fraction, decimals: int) -> str:
     return f"{Decimal(x.numerator) / Decimal(x.denominator):,.{decimals}f}"
 
 
-def bucket_labels(values: list[float], buckets: int = 10) -> tuple[list[str], "callable"]:
+def bucket_labels(values: list[float], buckets: int = 10) -> tuple[list[str], Callable[[float], str]]:
     """The labels and a value -> label function for the given numbers (see the module docstring)."""
     lo_v, hi_v = _exact(min(values)), _exact(max(values))
     if lo_v == hi_v:

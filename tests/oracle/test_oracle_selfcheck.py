@@ -1,16 +1,19 @@
 """Hand-written cases pinning the oracle to semantics.md / decisions.md (pure, no IO)."""
 from __future__ import annotations
 
+import json
 import re
 from datetime import datetime, timedelta, timezone
 from fractions import Fraction
 from zoneinfo import ZoneInfo
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from . import events as ev_mod
 from . import expr, frequency, funnels, properties, retention, segmentation, stream
-from ._common import key_of, prepare, timeline, to_ms
+from ._common import day_start_ms, key_of, parse_date, prepare, timeline, to_ms
 from tests import factories
 
 UTC = timezone.utc
@@ -347,3 +350,20 @@ def test_generated_funnels_and_retention_invariants():
                                                           "unbounded_retention": "1"})
         for cell in out.values():
             assert all(a >= b for a, b in zip(cell["counts"], cell["counts"][1:])) and cell["counts"][0] <= cell["first"]
+
+
+@settings(max_examples=6, deadline=None)
+@given(st.integers(0, 10**6), st.sampled_from(sorted(factories.DEFAULT_ZONES)))
+def test_generated_totals_agree_across_endpoints(seed, pid):
+    tz = factories.DEFAULT_ZONES[pid]
+    p = factories.make_dataset(seed, n_events=300, zones={pid: tz}).projects[pid]
+    start = day_start_ms(parse_date(p.from_date), ZoneInfo(tz))
+    end = day_start_ms(parse_date(p.to_date) + timedelta(days=1), ZoneInfo(tz))
+    in_range = [e for e in prepare(p.events) if start <= e.time_ms < end]
+    base = {"from_date": p.from_date, "to_date": p.to_date}
+    for name in ("App Open", "Purchase"):
+        n = sum(1 for e in in_range if e.name == name)
+        hourly = segmentation.segmentation(p.events, tz, base | {"event": name, "unit": "hour"})
+        weekly = ev_mod.events(p.events, tz, base | {"event": json.dumps([name]), "unit": "week"})
+        assert sum(hourly["data"]["values"][name].values()) == n == sum(weekly["data"]["values"][name].values())
+    assert factories.dedupe(factories.dedupe(p.events)) == factories.dedupe(p.events)
