@@ -23,6 +23,7 @@ from services.gateway.errors import GatewayError
 JSON_TYPES = ("application/json", "text/json")
 NDJSON_TYPES = ("application/x-ndjson", "application/ndjson", "application/jsonl", "application/x-jsonlines")
 FORM_TYPES = ("application/x-www-form-urlencoded",)
+_INFLATE_FEED = 4096  # compressed bytes handed to zlib per call
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,18 +46,50 @@ def too_large(limit: int) -> GatewayError:
 
 
 def gunzip_bounded(raw: bytes, limit: int) -> bytes:
-    """Inflate gzip (or zlib) data, refusing as soon as the output would pass `limit` bytes."""
+    """Inflate gzip (or zlib) data, refusing as soon as the output would pass `limit` bytes.
+
+    Concatenated gzip members (RFC 1952 §2.2) are inflated one after the other, and NUL
+    padding between or after them is ignored, as gzip(1) does. A stream that ends before
+    its trailer (so its checksum was never checked) or holds anything else is invalid.
+    Input is fed in small slices, so a body of many tiny members costs linear time.
+    """
+    pieces: list[bytes] = []
+    size = 0
+    members = 0
+    view = memoryview(raw)
+    pos = 0
     inflater = zlib.decompressobj(wbits=47)  # 32 + 15: gzip or zlib header, auto-detected
-    try:
-        out = inflater.decompress(raw, limit + 1)
-        if len(out) > limit or inflater.unconsumed_tail:
+    started = False  # the current member has been given input
+    pending = b""  # input that followed the end of the previous member
+    while True:
+        if pending:
+            data, pending = pending, b""
+        elif pos < len(raw):
+            data = bytes(view[pos : pos + _INFLATE_FEED])
+            pos += len(data)
+        else:
+            break
+        if not started:
+            data = data.lstrip(b"\0")
+            if not data:
+                continue
+            started = True
+        try:
+            piece = inflater.decompress(data, limit + 1 - size)  # max_length >= 1: never unbounded
+        except zlib.error:
+            raise GatewayError(400, "body is not valid gzip data") from None
+        size += len(piece)
+        if size > limit or inflater.unconsumed_tail:
             raise too_large(limit)
-        out += inflater.flush(limit + 1 - len(out))
-    except zlib.error:
-        raise GatewayError(400, "body is not valid gzip data") from None
-    if len(out) > limit:
-        raise too_large(limit)
-    return out
+        pieces.append(piece)
+        if inflater.eof:
+            members += 1
+            pending = inflater.unused_data
+            inflater = zlib.decompressobj(wbits=47)
+            started = False
+    if started or not members:
+        raise GatewayError(400, "body is not valid gzip data (truncated)")
+    return b"".join(pieces)
 
 
 def parse_json(data: bytes | str) -> Any:
@@ -130,6 +163,8 @@ def decode_body(
 
     kind = media_type(content_type)
     if query_data is not None and not data.strip():
+        if len(query_data) > limit:
+            raise too_large(limit)
         return DecodedBody(decode_legacy_data(query_data), len(query_data), legacy=True)
     if kind in FORM_TYPES:
         fields = form_fields(data)
