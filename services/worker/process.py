@@ -42,21 +42,20 @@ class Batch:
 
 
 def build_batch(events: list[Event], enricher: Enricher, ingested_at_ms: int) -> tuple[Batch, int]:
-    """Rows for `events`, skipping repeats of a dedup key inside the batch.
+    """Rows for `events`; of several events with the same dedup key only the last is kept.
 
-    Returns the batch and how many in-batch duplicates were dropped. Times are integer
-    milliseconds, which clickhouse-connect inserts into DateTime64(3) as ticks.
+    The interface says the most recently ingested copy of a duplicate wins; inside one
+    batch that is the later one. Returns the batch and how many in-batch duplicates were
+    dropped. Times are integer milliseconds, which clickhouse-connect inserts into
+    DateTime64(3) as ticks.
     """
+    latest: dict[bytes, Event] = {}
+    for e in events:
+        latest[event_dedup_key(e)] = e  # re-assigning keeps the first position, last value
+    dropped = len(events) - len(latest)
     batch = Batch()
     cols = batch.columns
-    seen: set[bytes] = set()
-    dropped = 0
-    for e in events:
-        key = event_dedup_key(e)
-        if key in seen:
-            dropped += 1
-            continue
-        seen.add(key)
+    for key, e in latest.items():
         props = e.properties
         place = enricher.place(e.ip)
         if place.city or place.region or place.country_code:
