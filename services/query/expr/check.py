@@ -19,7 +19,7 @@ from services.query.expr import ast
 from services.query.expr.errors import ExprTypeError
 from services.query.expr.typed import ALL_JSON, Apply, Column, Const, Kind, Kinds, ListOf, Op, Prop, TNode
 
-__all__ = ["DATETIME_MAX", "DATETIME_MIN", "FUNCTIONS", "ISO_DATETIME", "check_expr", "infer_kinds", "parse_iso"]
+__all__ = ["DATETIME_MAX", "DATETIME_MIN", "FUNCTIONS", "MILLIS_FROM", "epoch_seconds", "ISO_DATETIME", "check_expr", "infer_kinds", "parse_iso"]
 
 Context = Literal["events"]
 
@@ -58,12 +58,13 @@ _COLUMNS: dict[str, dict[str, tuple[str, Kind]]] = {
 
 # ISO dates accepted by datetime("...") and where a string meets a datetime. Naive means UTC.
 ISO_DATETIME = re.compile(
-    r"(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?)?(Z|[+-]\d{2}:?\d{2})?",
+    r"((?:19|2[0-2])\d\d)-(\d\d)-(\d\d)(?:[T ](\d\d):(\d\d)(?::(\d\d)(?:\.(\d+))?)?)?(Z|[+-]\d\d:?\d\d)?",
     re.ASCII,
 )
 # The range that DateTime64(3) holds; outside it datetime() is undefined.
 DATETIME_MIN = -2208988800.0  # 1900-01-01
 DATETIME_MAX = 10413792000.0  # 2300-01-01
+MILLIS_FROM = 1e10  # datetime(n): n >= 1e10 is milliseconds (decisions.md, `time` unit)
 
 U, Z, B, N, S, D, L, O = (
     Kind.UNDEFINED,
@@ -107,6 +108,11 @@ def parse_iso(text: str) -> float | None:
     return seconds
 
 
+def epoch_seconds(value: float) -> float:
+    """datetime(<number>): epoch seconds, or milliseconds from 1e10 on (the import rule)."""
+    return value / 1000 if value >= MILLIS_FROM else value
+
+
 def _pairs(a: Kinds, b: Kinds) -> Iterable[tuple[Kind, Kind]]:
     return ((x, y) for x in a for y in b)
 
@@ -128,9 +134,11 @@ def infer_kinds(op: Op, args: tuple[Kinds, ...]) -> Kinds:
             if x & {U, Z, S, L, O}:
                 out.add(U)
         case Op.STRING:
-            if x - {U, Z}:
+            if x & {S, N, B, D}:
                 out.add(S)
-            out |= x & {U, Z}
+            if x & {U, L, O}:
+                out.add(U)
+            out |= x & {Z}
         case Op.DATETIME:
             if x & {S, N, D}:
                 out.add(D)
@@ -243,9 +251,9 @@ class _Checker:
                     arg.span.start,
                 )
         elif arg.kind is N and isinstance(arg.value, float):
-            if not DATETIME_MIN <= arg.value < DATETIME_MAX:
-                raise ExprTypeError("datetime() of a number needs epoch seconds between 1900 and 2300", arg.span.start)
-            seconds = arg.value
+            seconds = epoch_seconds(arg.value)
+            if not DATETIME_MIN <= seconds < DATETIME_MAX:
+                raise ExprTypeError("datetime() of a number needs an epoch time between 1900 and 2300", arg.span.start)
         elif arg.kind is D:
             return arg
         if seconds is None:

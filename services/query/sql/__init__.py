@@ -3,6 +3,6 @@
 from services.query.sql.ident import column, table
 from services.query.sql.params import Params
 from services.query.sql.render import render
-from services.query.sql.sql import Sql, SqlSizeError, join, number, sql
+from services.query.sql.sql import Sql, SqlSizeError, join, local, number, sql
 
-__all__ = ["Params", "Sql", "SqlSizeError", "column", "join", "number", "render", "sql", "table"]
+__all__ = ["Params", "Sql", "SqlSizeError", "column", "join", "local", "number", "render", "sql", "table"]

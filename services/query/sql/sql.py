@@ -6,8 +6,9 @@ Every piece of SQL text in the query service is an `Sql`. A fragment is made by
   request text) whose `{}` holes are filled with other `Sql` fragments only;
 * `Params.add(value, type)`: a bound-parameter placeholder such as `{p3:String}`;
 * `ident.column(name)`: an identifier from the fixed catalog;
-* `join(separator, fragments)` and `number(i)` (an integer chosen by the compiler,
-  such as a tuple index or a kind code — never a request value).
+* `join(separator, fragments)`, `number(i)` (an integer chosen by the compiler,
+  such as a tuple index or a kind code — never a request value) and `local(i)` (the
+  numbered name `_x3` of a lambda parameter the compiler introduces).
 
 The constructor is guarded by a private token, so `Sql("...")` from outside this
 package fails, and `sql()` refuses `str` holes. Templates may not contain `%`, `$`,
@@ -23,7 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import LiteralString
 
-__all__ = ["Sql", "SqlSizeError", "join", "number", "sql"]
+__all__ = ["Sql", "SqlSizeError", "join", "local", "number", "sql"]
 
 _TOKEN = object()
 _HOLE = "{}"
@@ -99,6 +100,13 @@ def number(value: int) -> Sql:
     if type(value) is not int:
         raise TypeError("number() takes an int")
     return _make(str(value))
+
+
+def local(index: int) -> Sql:
+    """The name of a lambda parameter the compiler introduces (`_x3`); numbered, never named by a request."""
+    if type(index) is not int or index < 0:
+        raise TypeError("local() takes a non-negative int")
+    return _make(f"_x{index}")
 
 
 def _unchecked(text: str) -> Sql:

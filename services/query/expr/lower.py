@@ -1,0 +1,385 @@
+"""Lowering: typed tree -> `Val` (see values.py), one rule per operator of semantics §3.3.
+
+Sharing. Most rules read a child component more than once (`k` in several tests), which
+would make the SQL text grow exponentially with depth. A child whose text is larger
+than `PACK_AT` characters is therefore evaluated once, as a tuple, and bound to a
+lambda parameter:
+
+    arrayElement(arrayMap((_x1) -> tuple(<rule over tupleElement(_x1, i)>), [tuple(<child>)]), 1)
+
+so the text stays linear in the size of the expression. Small children are repeated
+as text; ClickHouse evaluates identical sub-expressions once per row anyway.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from services.query.expr.check import DATETIME_MAX, DATETIME_MIN, MILLIS_FROM
+from services.query.expr.typed import Apply, Column, Const, Kind, Kinds, ListOf, Op, Prop, TNode
+from services.query.expr.values import (
+    Cond,
+    Val,
+    and_,
+    by_kind,
+    cond,
+    if_,
+    is_any,
+    is_kind,
+    iso_text,
+    json_text,
+    kinds_val,
+    list_keys,
+    multi_if,
+    not_,
+    num_text,
+    or_,
+    parse_datetime,
+    property_value,
+    scalar_key,
+)
+from services.query.sql import Params, Sql, column, join, local, number, sql
+
+__all__ = ["PACK_AT", "Lowerer"]
+
+PACK_AT = 3000
+
+U, Z, B, N, S, D, L, O = (
+    Kind.UNDEFINED,
+    Kind.NULL,
+    Kind.BOOLEAN,
+    Kind.NUMBER,
+    Kind.STRING,
+    Kind.DATETIME,
+    Kind.LIST,
+    Kind.OBJECT,
+)
+SCALARS: Kinds = frozenset({Z, B, N, S, D})
+
+_CMP = {
+    Op.GT: lambda a, b: sql("({} > {})", a, b),
+    Op.GE: lambda a, b: sql("({} >= {})", a, b),
+    Op.LT: lambda a, b: sql("({} < {})", a, b),
+    Op.LE: lambda a, b: sql("({} <= {})", a, b),
+}
+_ARITH = {
+    Op.SUB: lambda a, b: sql("({} - {})", a, b),
+    Op.MUL: lambda a, b: sql("({} * {})", a, b),
+    Op.DIV: lambda a, b: sql("({} / {})", a, b),
+    Op.MOD: lambda a, b: sql("modulo({}, {})", a, b),  # never '%': clickhouse-connect reads it
+}
+
+
+def _k(kind: Kind) -> Sql:
+    return number(int(kind))
+
+
+class Lowerer:
+    """Lowers one expression; owns the lambda-parameter counter and adds to `params`."""
+
+    def __init__(self, params: Params) -> None:
+        self.params = params
+        self._locals = 0
+
+    def fresh(self) -> Sql:
+        self._locals += 1
+        return local(self._locals)
+
+    # -- tree walk --------------------------------------------------------------------------------
+    def lower(self, node: TNode) -> Val:
+        match node:
+            case Const():
+                return self.const(node)
+            case Prop(name):
+                return property_value(name, self.params)
+            case Column(name, kind):
+                return self.column(name, kind)
+            case ListOf(items):
+                return self.list_of(items)
+            case Apply(op, args, kinds):
+                return self.apply(op, args, kinds)
+        raise AssertionError(f"unknown node {node!r}")  # pragma: no cover
+
+    def const(self, node: Const) -> Val:
+        value = node.value
+        match node.kind:
+            case Kind.STRING:
+                return Val(node.kinds, s=self.params.add(value, "String"))
+            case Kind.NUMBER | Kind.DATETIME:
+                return Val(node.kinds, n=self.params.add(float(value), "Float64"))  # type: ignore[arg-type]
+            case Kind.BOOLEAN:
+                return Val(node.kinds, b=self.params.add(int(bool(value)), "UInt8"))
+            case _:
+                return Val(node.kinds)
+
+    def column(self, name: str, kind: Kind) -> Val:
+        if kind is D:
+            return Val(frozenset({D}), n=sql("(toUnixTimestamp64Milli({}) / 1000)", column(name)))
+        return Val(frozenset({S}), s=sql("toString({})", column(name)))
+
+    def list_of(self, items: tuple[TNode, ...]) -> Val:
+        if not items:
+            return Val(frozenset({L}), s=sql("'[]'"))
+        binds: list[tuple[Sql, Sql]] = []
+        parts = [json_text(self.share(self.lower(i), binds)) for i in items]
+        text = sql("concat('[', {}, ']')", join(", ',', ", parts))
+        return self.close(Val(frozenset({L}), s=text), binds)
+
+    def apply(self, op: Op, args: tuple[TNode, ...], kinds: Kinds) -> Val:
+        binds: list[tuple[Sql, Sql]] = []
+        vals = [self.share(self.lower(a), binds) for a in args]
+        return self.close(self.rule(op, kinds, vals), binds)
+
+    # -- sharing ----------------------------------------------------------------------------------
+    def share(self, v: Val, binds: list[tuple[Sql, Sql]]) -> Val:
+        if v.packed is None and v.size() <= PACK_AT:
+            return v
+        packed = v.packed if v.packed is not None else _pack(v)
+        var = self.fresh()
+        binds.append((var, packed))
+        return _unpack(v, var)
+
+    def close(self, out: Val, binds: list[tuple[Sql, Sql]]) -> Val:
+        if not binds:
+            return out
+        names = join(", ", [var for var, _ in binds])
+        arrays = join(", ", [sql("[{}]", packed) for _, packed in binds])
+        whole = sql("arrayElement(arrayMap(({}) -> {}, {}), 1)", names, _pack(out), arrays)
+        unpacked = _unpack(out, whole)
+        return Val(unpacked.kinds, unpacked.k, unpacked.b, unpacked.n, unpacked.s, packed=whole)
+
+    # -- rules ------------------------------------------------------------------------------------
+    def rule(self, op: Op, kinds: Kinds, a: list[Val]) -> Val:
+        x = a[0]
+        match op:
+            case Op.AND | Op.OR:
+                truths = [_truth(v) for v in a]
+                return Val(kinds, b=cond(and_(*truths) if op is Op.AND else or_(*truths)))
+            case Op.NOT:
+                k = if_(is_any(x, frozenset({B, U})), _k(B), _k(U))
+                b = if_(is_kind(x, B), sql("(NOT {})", x.b) if x.b is not None else ZERO_SQL, ONE_SQL)
+                return kinds_val(kinds, k, b=b)
+            case Op.EQ:
+                return Val(kinds, b=cond(self.equal(x, a[1])))
+            case Op.NE:
+                return Val(kinds, b=cond(not_(self.equal(x, a[1]))))
+            case Op.GT | Op.GE | Op.LT | Op.LE:
+                return self.compare(op, kinds, x, a[1])
+            case Op.IN:
+                return self.member(kinds, x, a[1])
+            case Op.ADD:
+                total = sql("({} + {})", x.n, a[1].n) if N in x.kinds and N in a[1].kinds else None
+                numeric = and_(is_kind(x, N), is_kind(a[1], N), _finite(total)) if total is not None else False
+                strings = and_(is_kind(x, S), is_kind(a[1], S))
+                concat = sql("concat({}, {})", x.s, a[1].s) if S in x.kinds and S in a[1].kinds else None
+                k = multi_if([(numeric, _k(N)), (strings, _k(S))], _k(U))
+                return kinds_val(kinds, k, n=total, s=concat)
+            case Op.SUB | Op.MUL | Op.DIV | Op.MOD:
+                if N not in x.kinds or N not in a[1].kinds:
+                    return Val(kinds)
+                result = _ARITH[op](x.nv, a[1].nv)
+                ok = and_(is_kind(x, N), is_kind(a[1], N), _finite(result))
+                return kinds_val(kinds, if_(ok, _k(N), _k(U)), n=result)
+            case Op.NEG | Op.FLOOR | Op.CEIL | Op.ROUND:
+                if N not in x.kinds:
+                    return Val(kinds)
+                return kinds_val(kinds, if_(is_kind(x, N), _k(N), _k(U)), n=_numeric_fn(op, x.nv))
+            case Op.DEFINED:
+                return Val(kinds, b=cond(not_(is_kind(x, U))))
+            case Op.BOOLEAN:
+                return Val(kinds, b=self.boolean(x))
+            case Op.NUMBER:
+                return self.number(kinds, x)
+            case Op.STRING:
+                return self.string(kinds, x)
+            case Op.DATETIME:
+                return self.datetime(kinds, x)
+            case Op.HAS_PREFIX | Op.HAS_SUFFIX:
+                if S not in x.kinds or S not in a[1].kinds:
+                    return Val(kinds)
+                if op is Op.HAS_PREFIX:
+                    test = sql("startsWith({}, {})", x.sv, a[1].sv)
+                else:
+                    test = sql("endsWith({}, {})", x.sv, a[1].sv)
+                ok = and_(is_kind(x, S), is_kind(a[1], S))
+                return kinds_val(kinds, if_(ok, _k(B), _k(U)), b=test)
+            case Op.LOWER | Op.UPPER:
+                if S not in x.kinds:
+                    return Val(kinds)
+                text = sql("lowerUTF8({})", x.sv) if op is Op.LOWER else sql("upperUTF8({})", x.sv)
+                return kinds_val(kinds, if_(is_kind(x, S), _k(S), _k(U)), s=text)
+        raise AssertionError(f"no rule for {op}")  # pragma: no cover
+
+    def equal(self, a: Val, b: Val) -> Cond:
+        """`==`: same kind and same value; a datetime equals an ISO string of the same instant."""
+        same: dict[Kind, Callable[[], Cond]] = {
+            U: lambda: True,
+            Z: lambda: True,
+            B: lambda: sql("({} = {})", a.bv, b.bv),
+            N: lambda: sql("({} = {})", a.nv, b.nv),
+            S: lambda: sql("({} = {})", a.sv, b.sv),
+            D: lambda: sql("({} = {})", a.nv, b.nv),
+            L: lambda: sql("({} = {})", list_keys(a.sv, self.fresh()), list_keys(b.sv, self.fresh())),
+            O: lambda: sql("({} = {})", a.sv, b.sv),
+        }
+        terms = [and_(is_kind(a, kind), is_kind(b, kind), same[kind]()) for kind in sorted(a.kinds & b.kinds)]
+        if D in a.kinds and S in b.kinds:
+            terms.append(and_(is_kind(a, D), is_kind(b, S), _null_false(sql("({} = {})", a.nv, parse_datetime(b.sv)))))
+        if S in a.kinds and D in b.kinds:
+            terms.append(and_(is_kind(a, S), is_kind(b, D), _null_false(sql("({} = {})", parse_datetime(a.sv), b.nv))))
+        return or_(*terms)
+
+    def compare(self, op: Op, kinds: Kinds, a: Val, b: Val) -> Val:
+        cmp = _CMP[op]
+        cases: list[tuple[Cond, Sql]] = []
+        for ka, kb, left, right in (
+            (N, N, lambda: a.nv, lambda: b.nv),
+            (S, S, lambda: a.sv, lambda: b.sv),
+            (D, D, lambda: a.nv, lambda: b.nv),
+            (D, S, lambda: a.nv, lambda: parse_datetime(b.sv)),
+            (S, D, lambda: parse_datetime(a.sv), lambda: b.nv),
+        ):
+            if ka in a.kinds and kb in b.kinds:
+                ok = and_(is_kind(a, ka), is_kind(b, kb))
+                lhs, rhs = left(), right()
+                if ka != kb:
+                    ok = and_(ok, sql("isNotNull({})", lhs if ka is S else rhs))
+                cases.append((ok, _null_false(cmp(lhs, rhs)) if ka != kb else cmp(lhs, rhs)))
+        if not cases:
+            return Val(kinds)
+        k = multi_if([(c, _k(B)) for c, _ in cases], _k(U))
+        return kinds_val(kinds, k, b=multi_if(cases, ZERO_SQL))
+
+    def member(self, kinds: Kinds, a: Val, b: Val) -> Val:
+        """`in`: substring for string-in-string, membership for scalar-in-list."""
+        cases: list[tuple[Cond, Sql]] = []
+        if S in a.kinds and S in b.kinds:
+            cases.append((and_(is_kind(a, S), is_kind(b, S)), sql("(position({}, {}) > 0)", b.sv, a.sv)))
+        if a.kinds & SCALARS and L in b.kinds:
+            has = sql("has({}, {})", list_keys(b.sv, self.fresh()), scalar_key(a))
+            cases.append((and_(is_any(a, SCALARS), is_kind(b, L)), has))
+        if not cases:
+            return Val(kinds)
+        k = multi_if([(c, _k(B)) for c, _ in cases], _k(U))
+        return kinds_val(kinds, k, b=multi_if(cases, ZERO_SQL))
+
+    def boolean(self, x: Val) -> Sql:
+        """boolean(): false for "false", 0, null, undefined and ""; true for any other value."""
+        return by_kind(
+            x,
+            {
+                B: lambda: x.bv,
+                N: lambda: sql("toUInt8({} != 0)", x.nv),
+                S: lambda: sql("toUInt8({} NOT IN ('', 'false'))", x.sv),
+                D: ONE_SQL,
+                L: ONE_SQL,
+                O: ONE_SQL,
+            },
+            ZERO_SQL,
+        )
+
+    def number(self, kinds: Kinds, x: Val) -> Val:
+        parsed = sql("toFloat64OrZero({})", x.s) if S in x.kinds else None
+        n = by_kind(
+            x,
+            {N: lambda: x.nv, D: lambda: x.nv, B: lambda: sql("toFloat64({})", x.bv), S: lambda: parsed or ZERO_SQL},
+            sql("toFloat64(0)"),
+        )
+        valid_string = (
+            and_(sql("match({}, '^[+-]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][+-]?[0-9]+)?\\\\z')", x.s), _finite(parsed))
+            if parsed is not None
+            else False
+        )
+        k = by_kind(x, {N: _k(N), D: _k(N), B: _k(N), S: lambda: if_(valid_string, _k(N), _k(U))}, _k(U))
+        return kinds_val(kinds, k, n=n)
+
+    def string(self, kinds: Kinds, x: Val) -> Val:
+        s = by_kind(
+            x,
+            {
+                S: lambda: x.sv,
+                N: lambda: num_text(x.nv),
+                B: lambda: sql("if({}, 'true', 'false')", x.bv),
+                D: lambda: iso_text(x.nv),
+            },
+            sql("''"),
+        )
+        k = by_kind(x, {U: _k(U), Z: _k(Z), L: _k(U), O: _k(U)}, _k(S))
+        return kinds_val(kinds, k, s=s)
+
+    def datetime(self, kinds: Kinds, x: Val) -> Val:
+        parsed = parse_datetime(x.sv) if S in x.kinds else None
+        # epoch seconds, or milliseconds from 1e10 on (check.epoch_seconds)
+        seconds = sql("if({} >= 1e10, {} / 1000, {})", x.nv, x.nv, x.nv) if N in x.kinds else None
+        in_range = (
+            sql("({} >= -2208988800. AND {} < 10413792000.)", seconds, seconds) if seconds is not None else None
+        )
+        assert DATETIME_MIN == -2208988800.0 and DATETIME_MAX == 10413792000.0 and MILLIS_FROM == 1e10
+        n = by_kind(
+            x,
+            {D: lambda: x.nv, N: lambda: seconds or x.nv, S: lambda: sql("ifNull({}, 0.)", parsed)},
+            sql("toFloat64(0)"),
+        )
+        k = by_kind(
+            x,
+            {
+                D: _k(D),
+                N: lambda: if_(in_range or False, _k(D), _k(U)),
+                S: lambda: if_(sql("isNotNull({})", parsed), _k(D), _k(U)),
+            },
+            _k(U),
+        )
+        return kinds_val(kinds, k, n=n)
+
+
+ZERO_SQL = sql("toUInt8(0)")
+ONE_SQL = sql("toUInt8(1)")
+
+
+def _truth(v: Val) -> Cond:
+    """`and`/`or` operand: true only for boolean true (undefined and other kinds are false)."""
+    return and_(is_kind(v, B), v.b if v.b is not None else False)
+
+
+def _finite(n: Sql | None) -> Cond:
+    return sql("isFinite({})", n) if n is not None else False
+
+
+def _null_false(c: Sql) -> Sql:
+    return sql("ifNull({}, 0)", c)
+
+
+def _numeric_fn(op: Op, n: Sql) -> Sql:
+    match op:
+        case Op.NEG:
+            return sql("(-{})", n)
+        case Op.FLOOR:
+            return sql("floor({})", n)
+        case Op.CEIL:
+            return sql("ceil({})", n)
+        case _:
+            # JavaScript Math.round: halves go up (-2.5 -> -2), unlike ClickHouse round().
+            return sql("if({} - floor({}) >= 0.5, ceil({}), floor({}))", n, n, n, n)
+
+
+def _pack(v: Val) -> Sql:
+    return sql(
+        "tuple(toUInt8({}), toUInt8({}), toFloat64({}), toString({}))",
+        v.kind,
+        v.b if v.b is not None else sql("0"),
+        v.n if v.n is not None else sql("0"),
+        v.s if v.s is not None else sql("''"),
+    )
+
+
+def _unpack(v: Val, whole: Sql) -> Val:
+    def part(i: int) -> Sql:
+        return sql("tupleElement({}, {})", whole, number(i))
+
+    return Val(
+        v.kinds,
+        part(1) if v.k is not None else None,
+        part(2) if v.b is not None else None,
+        part(3) if v.n is not None else None,
+        part(4) if v.s is not None else None,
+    )

@@ -1,0 +1,321 @@
+"""The runtime value representation in SQL, and the small SQL vocabulary built on it.
+
+Every sub-expression lowers to a `Val`: its static kind set plus up to four SQL
+components that are evaluated per event:
+
+    k  UInt8    the kind code (`Kind`); omitted (static) when only one kind is possible
+    b  UInt8    0/1, meaningful when k = BOOLEAN
+    n  Float64  meaningful when k = NUMBER, or DATETIME (epoch seconds, ms precision)
+    s  String   meaningful when k = STRING, or LIST / OBJECT (their JSON text)
+
+A component is only present when a kind that uses it is possible, and components are
+garbage (but never an error) for other kinds, so every consumer tests `k` first.
+Conditions are `Cond = Sql | bool`; the Python booleans fold away branches that the
+static kinds already decide, which is what makes `properties["x"] == "a"` come out as
+one guarded string comparison.
+
+`property_value` is the only place that knows how properties are stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from services.query.expr.typed import Kind, Kinds
+from services.query.sql import Params, Sql, column, join, number, sql
+
+__all__ = [
+    "Cond",
+    "Val",
+    "and_",
+    "by_kind",
+    "cond",
+    "if_",
+    "is_any",
+    "is_kind",
+    "iso_text",
+    "json_text",
+    "list_keys",
+    "list_strings",
+    "not_",
+    "num_text",
+    "or_",
+    "parse_datetime",
+    "property_value",
+    "scalar_key",
+]
+
+Cond = Sql | bool
+
+ZERO = sql("0")
+ONE = sql("1")
+NULL_STRING = sql("CAST(NULL, 'Nullable(String)')")
+
+
+@dataclass(frozen=True, slots=True)
+class Val:
+    kinds: Kinds
+    k: Sql | None = None
+    b: Sql | None = None
+    n: Sql | None = None
+    s: Sql | None = None
+    packed: Sql | None = None  # the whole value as one Tuple expression (see lower.py)
+
+    def __post_init__(self) -> None:
+        assert self.kinds, "a value has at least one possible kind"
+        assert (self.k is None) == (len(self.kinds) == 1), "k is static exactly when one kind is possible"
+
+    @property
+    def kind(self) -> Sql:
+        if self.k is not None:
+            return self.k
+        (only,) = self.kinds
+        return number(int(only))
+
+    def size(self) -> int:
+        return sum(len(c.text) for c in (self.k, self.b, self.n, self.s) if c is not None)
+
+    # Component access; the assertion documents which kinds need which component.
+    @property
+    def bv(self) -> Sql:
+        assert self.b is not None, self.kinds
+        return self.b
+
+    @property
+    def nv(self) -> Sql:
+        assert self.n is not None, self.kinds
+        return self.n
+
+    @property
+    def sv(self) -> Sql:
+        assert self.s is not None, self.kinds
+        return self.s
+
+
+def kinds_val(kinds: Kinds, k: Sql | None, **components: Sql | None) -> Val:
+    """A Val with `k` dropped when the kind is static and components only where needed."""
+    b = components.get("b") if Kind.BOOLEAN in kinds else None
+    n = components.get("n") if kinds & {Kind.NUMBER, Kind.DATETIME} else None
+    s = components.get("s") if kinds & {Kind.STRING, Kind.LIST, Kind.OBJECT} else None
+    return Val(kinds, k if len(kinds) > 1 else None, b, n, s)
+
+
+# -- conditions ---------------------------------------------------------------------------------
+def cond(c: Cond) -> Sql:
+    if c is True:
+        return ONE
+    if c is False:
+        return ZERO
+    return c
+
+
+def and_(*cs: Cond) -> Cond:
+    parts = [c for c in cs if c is not True]
+    if any(c is False for c in parts):
+        return False
+    sqls = [c for c in parts if isinstance(c, Sql)]
+    if not sqls:
+        return True
+    if len(sqls) == 1:
+        return sqls[0]
+    return sql("({})", join(" AND ", sqls))
+
+
+def or_(*cs: Cond) -> Cond:
+    parts = [c for c in cs if c is not False]
+    if any(c is True for c in parts):
+        return True
+    sqls = [c for c in parts if isinstance(c, Sql)]
+    if not sqls:
+        return False
+    if len(sqls) == 1:
+        return sqls[0]
+    return sql("({})", join(" OR ", sqls))
+
+
+def not_(c: Cond) -> Cond:
+    if isinstance(c, bool):
+        return not c
+    return sql("(NOT {})", c)
+
+
+def if_(c: Cond, then: Sql, otherwise: Sql) -> Sql:
+    if c is True:
+        return then
+    if c is False:
+        return otherwise
+    return sql("if({}, {}, {})", c, then, otherwise)
+
+
+def multi_if(branches: Iterable[tuple[Cond, Sql]], default: Sql) -> Sql:
+    live: list[tuple[Sql, Sql]] = []
+    for c, value in branches:
+        if c is False:
+            continue
+        if c is True:
+            default = value
+            break
+        live.append((c, value))
+    if not live:
+        return default
+    if len(live) == 1:
+        return sql("if({}, {}, {})", live[0][0], live[0][1], default)
+    args = join(", ", [part for pair in live for part in pair])
+    return sql("multiIf({}, {})", args, default)
+
+
+def is_kind(v: Val, kind: Kind) -> Cond:
+    if kind not in v.kinds:
+        return False
+    if len(v.kinds) == 1:
+        return True
+    return sql("({} = {})", v.kind, number(int(kind)))
+
+
+def is_any(v: Val, kinds: Kinds) -> Cond:
+    hit = v.kinds & kinds
+    if not hit:
+        return False
+    if v.kinds <= kinds:
+        return True
+    if len(hit) == 1:
+        (only,) = hit
+        return is_kind(v, only)
+    return sql("({} IN ({}))", v.kind, join(", ", [number(int(x)) for x in sorted(hit)]))
+
+
+def by_kind(v: Val, branches: Mapping[Kind, Sql | Callable[[], Sql]], default: Sql) -> Sql:
+    """Pick a per-kind SQL value for `v`; kinds `v` cannot have are dropped statically."""
+    chosen: list[tuple[Cond, Sql]] = []
+    for kind in sorted(v.kinds):
+        if kind in branches:
+            branch = branches[kind]
+            chosen.append((is_kind(v, kind), branch() if callable(branch) else branch))
+    covered = {k for k in v.kinds if k in branches}
+    if covered == v.kinds and chosen:
+        # Every possible kind has a branch: the last one needs no test.
+        *init, (_, last) = chosen
+        return multi_if(init, last)
+    return multi_if(chosen, default)
+
+
+# -- text forms ---------------------------------------------------------------------------------
+def num_text(n: Sql) -> Sql:
+    """A number as JavaScript prints it: 1 not 1.0, 0 not -0, 1e+21, 1.5e-7."""
+    return sql("replaceRegexpOne(toString({} + 0.), 'e([0-9])', 'e+\\\\1')", n)
+
+
+def iso_text(n: Sql) -> Sql:
+    """Epoch seconds as `YYYY-MM-DDTHH:MM:SS` (UTC)."""
+    return sql("formatDateTimeInJodaSyntax(toDateTime64({}, 3, 'UTC'), 'yyyy-MM-dd''T''HH:mm:ss')", n)
+
+
+def parse_datetime(s: Sql) -> Sql:
+    """Nullable epoch seconds of an ISO date string (the same forms as check.parse_iso)."""
+    return sql(
+        "if(match({}, "
+        "'^(19|2[0-2])[0-9][0-9]-[0-9][0-9]-[0-9][0-9]"
+        "([T ][0-9][0-9]:[0-9][0-9](:[0-9][0-9]([.][0-9]+)?)?)?(Z|[+-][0-9][0-9]:?[0-9][0-9])?\\\\z'), "
+        "toUnixTimestamp64Milli(parseDateTime64BestEffortOrNull({}, 3, 'UTC')) / 1000, NULL)",
+        s,
+        s,
+    )
+
+
+def json_text(v: Val) -> Sql:
+    """`v` as a JSON value (list literals are built as JSON text); undefined becomes null."""
+    return by_kind(
+        v,
+        {
+            Kind.BOOLEAN: lambda: sql("if({}, 'true', 'false')", v.bv),
+            Kind.NUMBER: lambda: num_text(v.nv),
+            Kind.STRING: lambda: sql("toJSONString({})", v.sv),
+            Kind.DATETIME: lambda: sql("toJSONString({})", iso_text(v.nv)),
+            Kind.LIST: lambda: v.sv,
+            Kind.OBJECT: lambda: v.sv,
+        },
+        sql("'null'"),
+    )
+
+
+def scalar_key(v: Val) -> Sql:
+    """A tagged text that is equal for two scalars exactly when `in` should match them.
+
+    Datetimes match their ISO text, so a datetime is found in a list of ISO strings.
+    """
+    return by_kind(
+        v,
+        {
+            Kind.NULL: sql("'z'"),
+            Kind.BOOLEAN: lambda: sql("if({}, 'btrue', 'bfalse')", v.bv),
+            Kind.NUMBER: lambda: sql("concat('n', {})", num_text(v.nv)),
+            Kind.STRING: lambda: sql("concat('s', {})", v.sv),
+            Kind.DATETIME: lambda: sql("concat('s', {})", iso_text(v.nv)),
+        },
+        sql("'u'"),
+    )
+
+
+def list_keys(list_json: Sql, var: Sql) -> Sql:
+    """Array(String): the `scalar_key` of every element of a JSON array text."""
+    return sql(
+        "arrayMap({} -> multiIf(ascii({}) = 34, concat('s', JSONExtractString({})), "
+        "{} = 'true', 'btrue', {} = 'false', 'bfalse', {} = 'null', 'z', "
+        "ascii({}) IN (91, 123), concat('j', {}), concat('n', {})), JSONExtractArrayRaw({}))",
+        var,
+        var,
+        var,
+        var,
+        var,
+        var,
+        var,
+        var,
+        num_text(sql("toFloat64OrZero({})", var)),
+        list_json,
+    )
+
+
+def list_strings(list_json: Sql, var: Sql, var2: Sql) -> Sql:
+    """Array(String): the distinct `string()` forms of the scalar elements of a JSON array text.
+
+    Null, list and object elements have no string form and give no element.
+    """
+    return sql(
+        "arrayDistinct(arrayMap({} -> multiIf(ascii({}) = 34, JSONExtractString({}), ascii({}) IN (116, 102), {}, "
+        "{}), arrayFilter({} -> ascii({}) NOT IN (110, 91, 123), JSONExtractArrayRaw({}))))",
+        var,
+        var,
+        var,
+        var,
+        var,
+        num_text(sql("toFloat64OrZero({})", var)),
+        var2,
+        var2,
+        list_json,
+    )
+
+
+# -- storage --------------------------------------------------------------------------------------
+_PROPERTY_KINDS: Kinds = frozenset(
+    {Kind.UNDEFINED, Kind.NULL, Kind.BOOLEAN, Kind.NUMBER, Kind.STRING, Kind.LIST, Kind.OBJECT}
+)
+
+
+def property_value(name: str, params: Params) -> Val:
+    """The one function that knows how event properties are stored.
+
+    Today: `properties` is JSON text; one `JSONExtractRaw` per property reads the raw
+    value ('' when missing), whose first byte is the JSON type. ClickHouse computes the
+    identical `JSONExtractRaw(...)` sub-expression once per row however often it appears.
+    A move to hot columns or a Map/JSON column changes this function only.
+    """
+    raw = sql("JSONExtractRaw({}, {})", column("properties"), params.add(name, "String"))
+    return Val(
+        _PROPERTY_KINDS,
+        # '' undefined, '"' string, 't'/'f' boolean, 'n' null, '[' list, '{' object, else number
+        k=sql("transform(ascii({}), [0, 34, 116, 102, 110, 91, 123], [0, 4, 2, 2, 1, 6, 7], 3)", raw),
+        b=sql("toUInt8({} = 'true')", raw),
+        n=sql("toFloat64OrZero({})", raw),
+        s=sql("if(ascii({}) = 34, JSONExtractString({}), {})", raw, raw, raw),
+    )
