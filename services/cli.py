@@ -37,7 +37,19 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     return _uvicorn(embedded.app, args.host, args.port, settings)
 
 
-COMMANDS: dict[str, Command] = {"serve": cmd_serve}
+def cmd_funnels(args: argparse.Namespace, settings: Settings) -> int:
+    from services.app.commands import cmd_funnels as run
+
+    return run(args, settings)
+
+
+def cmd_bookmarks(args: argparse.Namespace, settings: Settings) -> int:
+    from services.app.commands import cmd_bookmarks as run
+
+    return run(args, settings)
+
+
+COMMANDS: dict[str, Command] = {"serve": cmd_serve, "funnels": cmd_funnels, "bookmarks": cmd_bookmarks}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -48,6 +60,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--data", type=Path, default=None, help="data folder (default ./footfall-data)")
+
+    from services.app.commands import add_saved_commands
+
+    add_saved_commands(sub)
     return parser
 
 

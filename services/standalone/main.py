@@ -12,6 +12,7 @@ import structlog
 from starlette.applications import Starlette
 
 from services.app.bootstrap import BOOTSTRAP_FILE, bootstrap_if_empty
+from services.app.saved import saved_routes
 from services.gateway.app import import_routes
 from services.gateway.sinks import EventSink
 from services.query.app import query_routes
@@ -20,6 +21,7 @@ from services.worker.enrich import Enricher, open_geo_reader
 from shared.auth import Authenticator
 from shared.config import Settings
 from shared.metadata import MetadataRepository
+from shared.saved import WarehouseSavedStore
 from shared.warehouse import ClickHouseWarehouse, apply_migrations, open_warehouse
 from shared.web import build_starlette
 
@@ -64,6 +66,7 @@ def build_embedded(settings: Settings, *, sink: EventSink | None = None) -> Embe
             warehouse.close()
 
     routes = import_routes(authenticator, sink, settings.limits) + query_routes(authenticator, warehouse, settings)
+    routes += saved_routes(authenticator, WarehouseSavedStore(warehouse))
     app = build_starlette("embedded", routes, lifespan=lifespan)
     return Embedded(app, warehouse, authenticator, repo)
 

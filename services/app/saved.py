@@ -1,0 +1,263 @@
+"""Management of saved funnels and saved reports: `/api/app/projects/{project_id}/funnels|bookmarks`.
+
+    GET    .../funnels              {"status": "ok", "results": [funnel, ...]}
+    POST   .../funnels              201 {"status": "ok", "results": funnel}
+    GET    .../funnels/{id}         {"status": "ok", "results": funnel}
+    PUT    .../funnels/{id}         replace the whole definition (same body as POST)
+    PATCH  .../funnels/{id}         replace only the given top-level members, then validate the result
+    DELETE .../funnels/{id}         {"status": "ok"}
+
+and the same under `.../bookmarks` (members `name`, `params`; see `shared/saved.py` for
+both schemas). Bodies are JSON objects. Authentication is a service account (HTTP Basic)
+that is a member of the project in the path: every role may read; writing needs Owner
+or Admin. Errors are `{"error": "...", "status": "error"}` with 400 (bad JSON, invalid
+definition — expression errors keep their position), 401 (missing/invalid credentials,
+or credentials that are not a service account), 403 (not a member, role too low) and
+404 (no such funnel/report in the project).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from services.query.expr import check_expr, parse_expr
+from shared.auth import Authenticator, AuthError, Principal
+from shared.credentials import Role
+from shared.saved import DefinitionError, SavedStore, parse_bookmark, parse_funnel
+from shared.warehouse import WarehouseError
+
+__all__ = ["WRITE_ROLES", "check_expression", "saved_routes"]
+
+WRITE_ROLES = (Role.OWNER, Role.ADMIN)
+MAX_BODY = 256 * 1024
+
+
+class AppError(Exception):
+    """A management-interface error with its HTTP status."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def check_expression(text: str) -> None:
+    """Parse and check an event expression; raises `ExprError` (with `.position`) when invalid."""
+    check_expr(parse_expr(text))
+
+
+def _json(body: Any, status: int = 200) -> Response:
+    return Response(orjson.dumps(body), status_code=status, media_type="application/json")
+
+
+def _error(status: int, message: str) -> Response:
+    return _json({"error": message, "status": "error"}, status)
+
+
+async def _body(request: Request) -> dict[str, Any]:
+    raw = await request.body()
+    if len(raw) > MAX_BODY:
+        raise AppError(413, f"request body larger than {MAX_BODY} bytes")
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise AppError(400, "the request body must be a JSON object") from None
+    if not isinstance(value, dict):
+        raise AppError(400, "the request body must be a JSON object")
+    return value
+
+
+def _item_id(request: Request, name: str) -> int:
+    value = request.path_params[name]
+    assert isinstance(value, int)
+    return value
+
+
+class _Kind:
+    """What differs between funnels and bookmarks: the members, the parser and the store methods."""
+
+    def __init__(self, label: str, store: SavedStore) -> None:
+        self.label = label
+        self.store = store
+
+    def members(self, record: dict[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def validate(self, body: dict[str, Any]) -> tuple[str, Any]:
+        raise NotImplementedError
+
+    def list(self, project_id: int) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def get(self, project_id: int, item_id: int) -> dict[str, Any] | None:
+        raise NotImplementedError
+
+    def create(self, project_id: int, name: str, value: Any) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def update(self, project_id: int, item_id: int, name: str, value: Any) -> dict[str, Any] | None:
+        raise NotImplementedError
+
+    def delete(self, project_id: int, item_id: int) -> bool:
+        raise NotImplementedError
+
+
+class _Funnels(_Kind):
+    def members(self, record: dict[str, Any]) -> dict[str, Any]:
+        return {k: record[k] for k in ("name", "steps", "length", "length_unit")}
+
+    def validate(self, body: dict[str, Any]) -> tuple[str, Any]:
+        return parse_funnel(body, check=check_expression)
+
+    def list(self, project_id: int) -> list[dict[str, Any]]:
+        return [f.to_json() for f in self.store.list_funnels(project_id)]
+
+    def get(self, project_id: int, item_id: int) -> dict[str, Any] | None:
+        found = self.store.get_funnel(project_id, item_id)
+        return found.to_json() if found else None
+
+    def create(self, project_id: int, name: str, value: Any) -> dict[str, Any]:
+        return self.store.create_funnel(project_id, name, value).to_json()
+
+    def update(self, project_id: int, item_id: int, name: str, value: Any) -> dict[str, Any] | None:
+        found = self.store.update_funnel(project_id, item_id, name, value)
+        return found.to_json() if found else None
+
+    def delete(self, project_id: int, item_id: int) -> bool:
+        return self.store.delete_funnel(project_id, item_id)
+
+
+class _Bookmarks(_Kind):
+    def members(self, record: dict[str, Any]) -> dict[str, Any]:
+        return {"name": record["name"], "params": record["params"]}
+
+    def validate(self, body: dict[str, Any]) -> tuple[str, Any]:
+        return parse_bookmark(body, check=check_expression)
+
+    def list(self, project_id: int) -> list[dict[str, Any]]:
+        return [b.to_json() for b in self.store.list_bookmarks(project_id)]
+
+    def get(self, project_id: int, item_id: int) -> dict[str, Any] | None:
+        found = self.store.get_bookmark(project_id, item_id)
+        return found.to_json() if found else None
+
+    def create(self, project_id: int, name: str, value: Any) -> dict[str, Any]:
+        return self.store.create_bookmark(project_id, name, value).to_json()
+
+    def update(self, project_id: int, item_id: int, name: str, value: Any) -> dict[str, Any] | None:
+        found = self.store.update_bookmark(project_id, item_id, name, value)
+        return found.to_json() if found else None
+
+    def delete(self, project_id: int, item_id: int) -> bool:
+        return self.store.delete_bookmark(project_id, item_id)
+
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+Action = Callable[[Request, Principal], Awaitable[Response]]
+
+
+class _Resource:
+    def __init__(self, kind: _Kind, authenticator: Authenticator) -> None:
+        self.kind = kind
+        self.authenticator = authenticator
+
+    def _principal(self, request: Request, *, write: bool) -> Principal:
+        project_id = request.path_params["project_id"]
+        principal = self.authenticator.authenticate(
+            request.headers.get("authorization"), str(project_id), allow_token=False
+        )
+        if principal.via != "service_account":
+            raise AuthError(401, "the management interface needs service-account credentials")
+        if write and principal.role not in WRITE_ROLES:
+            raise AuthError(403, f"changing saved {self.kind.label}s requires a service account with role Owner or Admin")
+        return principal
+
+    def endpoint(self, action: Action, *, write: bool) -> Endpoint:
+        async def handle(request: Request) -> Response:
+            try:
+                principal = self._principal(request, write=write)
+                return await action(request, principal)
+            except AuthError as exc:
+                return _error(exc.status, exc.message)
+            except AppError as exc:
+                return _error(exc.status, exc.message)
+            except DefinitionError as exc:
+                return _error(400, exc.message)
+            except WarehouseError:
+                return _error(503, "the metadata store is unavailable")
+
+        return handle
+
+    def _missing(self, item_id: int) -> AppError:
+        return AppError(404, f"{self.kind.label} {item_id} not found in this project")
+
+    async def list(self, request: Request, principal: Principal) -> Response:
+        items = await run_in_threadpool(self.kind.list, principal.project_id)
+        return _json({"status": "ok", "results": items})
+
+    async def create(self, request: Request, principal: Principal) -> Response:
+        name, value = self.kind.validate(await _body(request))
+        item = await run_in_threadpool(self.kind.create, principal.project_id, name, value)
+        return _json({"status": "ok", "results": item}, 201)
+
+    async def get(self, request: Request, principal: Principal) -> Response:
+        item_id = _item_id(request, "item_id")
+        item = await run_in_threadpool(self.kind.get, principal.project_id, item_id)
+        if item is None:
+            raise self._missing(item_id)
+        return _json({"status": "ok", "results": item})
+
+    async def put(self, request: Request, principal: Principal) -> Response:
+        item_id = _item_id(request, "item_id")
+        name, value = self.kind.validate(await _body(request))
+        return await self._write(principal, item_id, name, value)
+
+    async def patch(self, request: Request, principal: Principal) -> Response:
+        item_id = _item_id(request, "item_id")
+        changes = await _body(request)
+        current = await run_in_threadpool(self.kind.get, principal.project_id, item_id)
+        if current is None:
+            raise self._missing(item_id)
+        name, value = self.kind.validate({**self.kind.members(current), **changes})
+        return await self._write(principal, item_id, name, value)
+
+    async def _write(self, principal: Principal, item_id: int, name: str, value: Any) -> Response:
+        item = await run_in_threadpool(self.kind.update, principal.project_id, item_id, name, value)
+        if item is None:
+            raise self._missing(item_id)
+        return _json({"status": "ok", "results": item})
+
+    async def delete(self, request: Request, principal: Principal) -> Response:
+        item_id = _item_id(request, "item_id")
+        if not await run_in_threadpool(self.kind.delete, principal.project_id, item_id):
+            raise self._missing(item_id)
+        return _json({"status": "ok"})
+
+    def routes(self, collection: str) -> list[Route]:
+        base = f"/api/app/projects/{{project_id:int}}/{collection}"
+        one = base + "/{item_id:int}"
+        routes = []
+        for path in (base, base + "/"):
+            routes.append(Route(path, self.endpoint(self.list, write=False), methods=["GET"]))
+            routes.append(Route(path, self.endpoint(self.create, write=True), methods=["POST"]))
+        for path in (one, one + "/"):
+            routes.append(Route(path, self.endpoint(self.get, write=False), methods=["GET"]))
+            routes.append(Route(path, self.endpoint(self.put, write=True), methods=["PUT"]))
+            routes.append(Route(path, self.endpoint(self.patch, write=True), methods=["PATCH"]))
+            routes.append(Route(path, self.endpoint(self.delete, write=True), methods=["DELETE"]))
+        return routes
+
+
+def saved_routes(authenticator: Authenticator, store: SavedStore) -> list[Route]:
+    """The management routes of saved funnels and saved reports."""
+    return (
+        _Resource(_Funnels("funnel", store), authenticator).routes("funnels")
+        + _Resource(_Bookmarks("bookmark", store), authenticator).routes("bookmarks")
+    )
