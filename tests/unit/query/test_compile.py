@@ -1,0 +1,306 @@
+"""Checker and compiler: meaning errors, SQL + params tables, the injection suite, fuzzing."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+import services.query.expr as expr_pkg
+from services.query.expr import (
+    ExprError,
+    OnSql,
+    check_expr,
+    compile_number,
+    compile_on,
+    compile_where,
+    parse_expr,
+)
+from services.query.expr.errors import ExprTypeError
+from services.query.expr.typed import Apply, Column, Const, Kind, Prop
+from services.query.sql import Params, Sql, render
+from tests.unit.query.strategies import expressions, hole_values, render_literal, shapes
+
+PLACEHOLDER = re.compile(r"\{p\d+:[A-Za-z0-9(), ']+\}")
+
+
+def where(text: str) -> tuple[str, dict[str, object]]:
+    params = Params()
+    return render(compile_where(parse_expr(text), params)), params.values
+
+
+def on(text: str) -> tuple[OnSql, dict[str, object]]:
+    params = Params()
+    return compile_on(parse_expr(text), params), params.values
+
+
+# -- public API ----------------------------------------------------------------------------------
+def test_public_api_is_pinned() -> None:
+    assert sorted(expr_pkg.__all__) == sorted(
+        [
+            "ExprError",
+            "ExprLimitError",
+            "ExprSyntaxError",
+            "ExprTypeError",
+            "OnSql",
+            "check_expr",
+            "compile_number",
+            "compile_on",
+            "compile_where",
+            "parse_expr",
+        ]
+    )
+
+
+# -- check ---------------------------------------------------------------------------------------
+CHECK_ERRORS = [
+    ("foo(1)", 0, "unknown function 'foo'"),
+    ("number()", 0, r"number\(\) takes 1 argument, got 0"),
+    ("number(1, 2)", 0, r"number\(\) takes 1 argument, got 2"),
+    ('has_prefix("a")', 0, r"has_prefix\(\) takes 2 arguments, got 1"),
+    ('user["$email"] == "a"', 0, r"user\[\.\.\.\] is not available in an event expression"),
+    ('behaviors["b"] > 0', 0, r"behaviors\[\.\.\.\] is not available"),
+    ("1 and true", 0, "the operands of 'and' must be boolean"),
+    ('true or "x"', 8, "the operands of 'or' must be boolean"),
+    ('datetime("yesterday")', 9, r"datetime\(\) needs an ISO date"),
+    ('datetime("2024-02-30")', 9, r"datetime\(\) needs an ISO date"),
+    ("datetime(99999999999999999)", 9, r"datetime\(\) of a number needs an epoch time"),
+    ("1e999", 0, "number '1e999' is out of range"),
+]
+
+
+@pytest.mark.parametrize(("text", "position", "message"), CHECK_ERRORS, ids=[t for t, _, _ in CHECK_ERRORS])
+def test_check_rejects_meaningless_expressions(text: str, position: int, message: str) -> None:
+    with pytest.raises(ExprTypeError, match=message) as info:
+        check_expr(parse_expr(text))
+    assert info.value.position == position
+    assert info.value.status == 400
+
+
+KINDS = [
+    ('properties["x"]', {"undefined", "null", "boolean", "number", "string", "list", "object"}),
+    ('properties["time"]', {"datetime"}),
+    ('event["$time"]', {"datetime"}),
+    ('properties["distinct_id"]', {"string"}),
+    ('number(properties["x"])', {"number", "undefined"}),
+    ('string(properties["x"])', {"string", "null", "undefined"}),
+    ("string(1)", {"string"}),
+    ('properties["x"] == 1', {"boolean"}),
+    ('properties["x"] > 1', {"boolean", "undefined"}),
+    ("1 > 2", {"boolean"}),
+    ('"a" + "b"', {"string"}),
+    ("1 + 2", {"number", "undefined"}),
+    ('not properties["x"]', {"boolean", "undefined"}),
+    ("not (1 > 2)", {"boolean"}),
+    ('datetime("2024-01-01")', {"datetime"}),
+    ("datetime(true)", {"undefined"}),
+    ('"a" in properties["x"]', {"boolean", "undefined"}),
+    ('"a" in ["a"]', {"boolean"}),
+]
+
+
+@pytest.mark.parametrize(("text", "kinds"), KINDS, ids=[t for t, _ in KINDS])
+def test_check_infers_runtime_kinds(text: str, kinds: set[str]) -> None:
+    assert {k.name.lower() for k in check_expr(parse_expr(text)).kinds} == kinds
+
+
+def test_check_resolves_column_properties() -> None:
+    assert check_expr(parse_expr('properties["$insert_id"]')) == Column("insert_id", Kind.STRING, parse_expr('properties["$insert_id"]').span)  # type: ignore[union-attr]
+    tree = check_expr(parse_expr('properties["$city"] == "x"'))
+    assert isinstance(tree, Apply) and isinstance(tree.args[0], Prop) and isinstance(tree.args[1], Const)
+
+
+# -- compile: SQL + params -----------------------------------------------------------------------
+RAW = "JSONExtractRaw(properties, {p0:String})"
+KIND_OF = f"transform(ascii({RAW}), [0, 34, 116, 102, 110, 91, 123], [0, 4, 2, 2, 1, 6, 7], 3)"
+STR_OF = f"if(ascii({RAW}) = 34, JSONExtractString({RAW}), {RAW})"
+
+WHERE_SQL = [
+    (
+        'properties["time"] >= datetime("2024-01-01")',
+        "((toUnixTimestamp64Milli(time) / 1000) >= {p0:Float64})",
+        {"p0": 1704067200.0},
+    ),
+    ('properties["distinct_id"] == "u"', "(toString(distinct_id) = {p0:String})", {"p0": "u"}),
+    ('"x" in properties["distinct_id"]', "(position(toString(distinct_id), {p0:String}) > 0)", {"p0": "x"}),
+    ("true", "{p0:UInt8}", {"p0": 1}),
+    ("null", "toUInt8(0)", {}),
+    ("1 + 2", "toUInt8(0)", {"p0": 1.0, "p1": 2.0}),
+    (
+        'properties["$city"] == "Chicago"',
+        f"(({KIND_OF} = 4) AND ({STR_OF} = {{p1:String}}))",
+        {"p0": "$city", "p1": "Chicago"},
+    ),
+    ('defined(properties["$city"])', f"(NOT ({KIND_OF} = 0))", {"p0": "$city"}),
+]
+
+
+@pytest.mark.parametrize(("text", "sql_text", "values"), WHERE_SQL, ids=[t for t, _, _ in WHERE_SQL])
+def test_compile_where_sql_and_params(text: str, sql_text: str, values: dict[str, object]) -> None:
+    assert where(text) == (sql_text, values)
+
+
+def test_compile_number_sql() -> None:
+    params = Params()
+    out = render(compile_number(parse_expr('properties["price"] * 2'), params))
+    assert out.startswith("if((if(((") and out.endswith("NULL)")
+    assert params.values == {"p0": "price", "p1": 2.0}
+    params = Params()
+    assert render(compile_number(parse_expr('properties["a"] == 1'), params)) == "CAST(NULL, 'Nullable(Float64)')"
+
+
+ON_SHAPES = [
+    ('properties["x"]', True),
+    ('string(properties["x"])', False),
+    ('number(properties["x"])', False),
+    ("[1, 2]", True),
+    ('properties["distinct_id"]', False),
+    ('properties["x"] == 1', False),
+]
+
+
+@pytest.mark.parametrize(("text", "is_array"), ON_SHAPES, ids=[t for t, _ in ON_SHAPES])
+def test_compile_on_says_when_keys_are_an_array(text: str, is_array: bool) -> None:
+    out, _ = on(text)
+    assert out.is_array is is_array
+
+
+def test_compile_accepts_a_checked_tree() -> None:
+    p1, p2 = Params(), Params()
+    text = 'number(properties["a"]) > 3'
+    assert compile_where(parse_expr(text), p1) == compile_where(check_expr(parse_expr(text)), p2)
+    assert p1.values == p2.values
+
+
+def test_fragments_of_one_query_share_params() -> None:
+    params = Params()
+    w = render(compile_where(parse_expr('properties["a"] == "x"'), params))
+    o = render(compile_on(parse_expr('properties["b"]'), params).sql)
+    assert "{p0:String}" in w and "{p2:String}" in o and "{p0:String}" not in o
+    assert params.values == {"p0": "a", "p1": "x", "p2": "b"}
+
+
+def test_deep_expressions_stay_linear_in_size() -> None:
+    text = "+".join(['properties["a"]'] * 60)
+    params = Params()
+    out = render(compile_where(parse_expr(f"({text}) == 1"), params))
+    assert len(out) < 60 * 3000
+    assert "arrayMap((_x" in out  # shared sub-expressions are bound, not repeated
+
+
+# -- the injection suite -------------------------------------------------------------------------
+NASTY = [
+    "'; DROP TABLE events; --",
+    "\\'",
+    "\\\\'; SELECT 1; --",
+    "`events`",
+    "{p777:String}",
+    "{p1:UInt64}) OR 1=1 --",
+    'x"]) OR 1=1 --',
+    "’ OR ‘1’=‘1",  # unicode quotes
+    "“quoted”",
+    "%s %(p0)s %%",
+    "$heredoc$ $$",
+    "*/ /* comment",
+    "\x00nul\nnewline\ttab",
+    "SELECT * FROM system.users",
+    "☃'☃",
+]
+
+
+def _strings(value: str) -> list[str]:
+    """Ways the same text can be written as an expression string literal."""
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
+    return [f'"{escaped}"']
+
+
+@pytest.mark.parametrize("nasty", NASTY, ids=[f"nasty-{i}" for i in range(len(NASTY))])
+@pytest.mark.parametrize(
+    "template",
+    [
+        "properties[{0}] == {0}",
+        "{0} in properties[{0}]",
+        "has_prefix(string(properties[{0}]), {0})",
+        "properties[{0}] in [{0}, {0}]",
+        "event[{0}] != {0} or defined(properties[{0}])",
+        "datetime(properties[{0}]) > datetime(1)",
+        "number(properties[{0}]) + string({0})",
+    ],
+    ids=["eq", "in", "prefix", "list", "event-or", "datetime", "cast"],
+)
+def test_request_text_never_reaches_sql(nasty: str, template: str) -> None:
+    (literal,) = _strings(nasty)
+    text = template.format(literal)
+    params = Params()
+    tree = parse_expr(text)
+    outputs = [compile_where(tree, params), compile_on(tree, params).sql, compile_number(tree, params)]
+    for out in outputs:
+        sql_text = render(out)
+        assert nasty not in sql_text
+        without_placeholders = PLACEHOLDER.sub("", sql_text)
+        assert "{" not in without_placeholders and "}" not in without_placeholders
+        assert not re.search(r"[%$;]|--|/\*", without_placeholders)
+        for name in re.findall(r"\{(p\d+):", sql_text):
+            assert name in params.values
+    assert nasty in params.values.values()
+
+
+def test_bound_values_are_exactly_the_literals_and_names() -> None:
+    _, values = where('properties["a\\"b"] == "c\'d" and 2 > 1 and true')
+    assert values == {"p0": 'a"b', "p1": "c'd", "p2": 2.0, "p3": 1.0, "p4": 1}
+
+
+# -- fuzzing -------------------------------------------------------------------------------------
+@settings(max_examples=300, deadline=None)
+@given(text=expressions())
+def test_random_expressions_raise_only_expr_errors(text: str) -> None:
+    try:
+        tree = parse_expr(text)
+        params = Params()
+        compile_where(tree, params)
+        compile_on(tree, params)
+        compile_number(tree, params)
+    except ExprError:
+        pass
+
+
+@st.composite
+def same_shape_twice(draw: st.DrawFn) -> tuple[str, str]:
+    template, holes = draw(shapes())
+    pieces = template.split("{}")
+    first = [render_literal(k, draw(hole_values(k))) for k in holes]
+    second = [render_literal(k, draw(hole_values(k))) for k in holes]
+
+    def fill(values: list[str]) -> str:
+        out = [pieces[0]]
+        for value, piece in zip(values, pieces[1:], strict=True):
+            out += [value, piece]
+        return "".join(out)
+
+    return fill(first), fill(second)
+
+
+def _compiled(text: str) -> tuple[list[str], list[str]] | None:
+    try:
+        tree = parse_expr(text)
+        params = Params()
+        outs: list[Sql] = [compile_where(tree, params), compile_on(tree, params).sql, compile_number(tree, params)]
+    except ExprError:
+        return None
+    return [render(o) for o in outs], sorted(params.values)
+
+
+@settings(max_examples=300, deadline=None)
+@given(pair=same_shape_twice())
+def test_sql_structure_does_not_depend_on_literal_values(pair: tuple[str, str]) -> None:
+    first, second = (_compiled(t) for t in pair)
+    assume(first is not None and second is not None)
+    assert first == second
+
+
+def test_placeholder_text_in_a_literal_is_only_a_value() -> None:
+    sql_text, values = where('properties["x"] == "{p0:String}"')
+    assert sql_text.count("{p0:String}") == 4  # the property name's placeholder, not the literal
+    assert values == {"p0": "x", "p1": "{p0:String}"}
