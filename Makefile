@@ -27,7 +27,7 @@ test: install
 	@set -euo pipefail; \
 	started=""; \
 	if [ -z "$${FOOTFALL_KAFKA_BOOTSTRAP:-}" ] || [ -z "$${FOOTFALL_REDIS_URL:-}" ]; then \
-	  exports="$$(deploy/local/services.sh start)"; eval "$$exports"; started=1; \
+	  env_out="$$(deploy/local/services.sh start)" || exit 1; eval "$$env_out"; started=1; \
 	fi; \
 	trap '[ -n "$$started" ] && deploy/local/services.sh stop >&2 || true' EXIT; \
 	$(PY) -m pytest $(PYTEST_ARGS)
