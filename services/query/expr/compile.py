@@ -60,13 +60,10 @@ def _compile(tree: ast.Node | TNode, params: Params, build: str) -> tuple[Sql, b
 
 
 def _where(_: Lowerer, v: Val) -> tuple[Sql, bool]:
-    truth = is_kind(v, Kind.BOOLEAN)
-    if truth is False:
+    # `b` is 0 whenever the kind is not boolean (values.py), so it is the filter itself.
+    if v.b is None:
         return sql("toUInt8(0)"), False
-    assert v.b is not None
-    if truth is True:
-        return v.b, False
-    return sql("toUInt8({} AND {})", truth, v.b), False
+    return v.b, False
 
 
 def _number(_: Lowerer, v: Val) -> tuple[Sql, bool]:

@@ -23,6 +23,7 @@ from services.query.expr.values import (
     and_,
     by_kind,
     cond,
+    element_key,
     if_,
     is_any,
     is_kind,
@@ -127,6 +128,14 @@ class Lowerer:
 
     def apply(self, op: Op, args: tuple[TNode, ...], kinds: Kinds) -> Val:
         binds: list[tuple[Sql, Sql]] = []
+        if op is Op.IN and isinstance(args[1], ListOf) and args[1].items:
+            # `x in [a, b]`: compare keys directly instead of building and re-reading JSON text
+            # (element_key gives exactly the keys list_keys would read back from json_text).
+            x = self.share(self.lower(args[0]), binds)
+            keys = [element_key(self.share(self.lower(i), binds)) for i in args[1].items]
+            has = sql("has([{}], {})", join(", ", keys), scalar_key(x))
+            k = if_(is_any(x, SCALARS), _k(B), _k(U))
+            return self.close(kinds_val(kinds, k, b=has), binds)
         vals = [self.share(self.lower(a), binds) for a in args]
         return self.close(self.rule(op, kinds, vals), binds)
 
@@ -157,7 +166,7 @@ class Lowerer:
                 return Val(kinds, b=cond(and_(*truths) if op is Op.AND else or_(*truths)))
             case Op.NOT:
                 k = if_(is_any(x, frozenset({B, U})), _k(B), _k(U))
-                b = if_(is_kind(x, B), sql("(NOT {})", x.b) if x.b is not None else ZERO_SQL, ONE_SQL)
+                b = by_kind(x, {B: lambda: sql("(NOT {})", x.bv), U: ONE_SQL}, ZERO_SQL)
                 return kinds_val(kinds, k, b=b)
             case Op.EQ:
                 return Val(kinds, b=cond(self.equal(x, a[1])))
@@ -202,7 +211,7 @@ class Lowerer:
                 else:
                     test = sql("endsWith({}, {})", x.sv, a[1].sv)
                 ok = and_(is_kind(x, S), is_kind(a[1], S))
-                return kinds_val(kinds, if_(ok, _k(B), _k(U)), b=test)
+                return kinds_val(kinds, if_(ok, _k(B), _k(U)), b=cond(and_(ok, test)))
             case Op.LOWER | Op.UPPER:
                 if S not in x.kinds:
                     return Val(kinds)
@@ -337,8 +346,11 @@ ONE_SQL = sql("toUInt8(1)")
 
 
 def _truth(v: Val) -> Cond:
-    """`and`/`or` operand: true only for boolean true (undefined and other kinds are false)."""
-    return and_(is_kind(v, B), v.b if v.b is not None else False)
+    """`and`/`or` operand: true only for boolean true (undefined and other kinds are false).
+
+    `b` is 0 whenever the kind is not boolean (values.py), so `b` alone is the answer.
+    """
+    return v.b if v.b is not None else False
 
 
 def _finite(n: Sql | None) -> Cond:

@@ -9,7 +9,9 @@ components that are evaluated per event:
     s  String   meaningful when k = STRING, or LIST / OBJECT (their JSON text)
 
 A component is only present when a kind that uses it is possible, and components are
-garbage (but never an error) for other kinds, so every consumer tests `k` first.
+garbage (but never an error) for other kinds, so consumers test `k` first — with one
+exception, an invariant every rule keeps: `b` is 0 whenever the kind is not BOOLEAN.
+So `b` alone is "evaluates to boolean true", which is what `where`, `and` and `or` need.
 Conditions are `Cond = Sql | bool`; the Python booleans fold away branches that the
 static kinds already decide, which is what makes `properties["x"] == "a"` come out as
 one guarded string comparison.
@@ -30,6 +32,7 @@ __all__ = [
     "Val",
     "and_",
     "by_kind",
+    "element_key",
     "cond",
     "if_",
     "is_any",
@@ -61,6 +64,7 @@ class Val:
     n: Sql | None = None
     s: Sql | None = None
     packed: Sql | None = None  # the whole value as one Tuple expression (see lower.py)
+    tests: tuple[tuple[Kind, Sql], ...] = ()  # cheaper `k = kind` tests, where the source has them
 
     def __post_init__(self) -> None:
         assert self.kinds, "a value has at least one possible kind"
@@ -170,6 +174,9 @@ def is_kind(v: Val, kind: Kind) -> Cond:
         return False
     if len(v.kinds) == 1:
         return True
+    for tested, test in v.tests:
+        if tested is kind:
+            return test
     return sql("({} = {})", v.kind, number(int(kind)))
 
 
@@ -257,6 +264,22 @@ def scalar_key(v: Val) -> Sql:
     )
 
 
+def element_key(v: Val) -> Sql:
+    """The key `list_keys` gives to `v` as an element of a list literal (undefined is null there)."""
+    return by_kind(
+        v,
+        {
+            Kind.UNDEFINED: sql("'z'"),
+            Kind.NULL: sql("'z'"),
+            Kind.BOOLEAN: lambda: scalar_key(v),
+            Kind.NUMBER: lambda: scalar_key(v),
+            Kind.STRING: lambda: scalar_key(v),
+            Kind.DATETIME: lambda: scalar_key(v),
+        },
+        sql("'j'"),  # a nested list or object never equals a scalar's key
+    )
+
+
 def list_keys(list_json: Sql, var: Sql) -> Sql:
     """Array(String): the `scalar_key` of every element of a JSON array text."""
     return sql(
@@ -318,4 +341,12 @@ def property_value(name: str, params: Params) -> Val:
         b=sql("toUInt8({} = 'true')", raw),
         n=sql("toFloat64OrZero({})", raw),
         s=sql("if(ascii({}) = 34, JSONExtractString({}), {})", raw, raw, raw),
+        tests=(
+            (Kind.UNDEFINED, sql("({} = '')", raw)),
+            (Kind.NULL, sql("({} = 'null')", raw)),
+            (Kind.BOOLEAN, sql("(ascii({}) IN (116, 102))", raw)),
+            (Kind.STRING, sql("(ascii({}) = 34)", raw)),
+            (Kind.LIST, sql("(ascii({}) = 91)", raw)),
+            (Kind.OBJECT, sql("(ascii({}) = 123)", raw)),
+        ),
     )

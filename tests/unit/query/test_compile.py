@@ -130,10 +130,20 @@ WHERE_SQL = [
     ("1 + 2", "toUInt8(0)", {"p0": 1.0, "p1": 2.0}),
     (
         'properties["$city"] == "Chicago"',
-        f"(({KIND_OF} = 4) AND ({STR_OF} = {{p1:String}}))",
+        f"((ascii({RAW}) = 34) AND ({STR_OF} = {{p1:String}}))",
         {"p0": "$city", "p1": "Chicago"},
     ),
-    ('defined(properties["$city"])', f"(NOT ({KIND_OF} = 0))", {"p0": "$city"}),
+    ('defined(properties["$city"])', f"(NOT ({RAW} = ''))", {"p0": "$city"}),
+    (
+        'properties["distinct_id"] in ["a", "b"]',
+        "has([concat('s', {p0:String}), concat('s', {p1:String})], concat('s', toString(distinct_id)))",
+        {"p0": "a", "p1": "b"},
+    ),
+    (
+        'properties["n"] > 5',
+        f"if(({KIND_OF} = 3), (toFloat64OrZero({RAW}) > {{p1:Float64}}), toUInt8(0))",
+        {"p0": "n", "p1": 5.0},
+    ),
 ]
 
 
