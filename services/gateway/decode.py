@@ -105,11 +105,17 @@ def parse_json(data: bytes | str) -> Any:
             raise GatewayError(400, "malformed JSON body") from None
 
 
-def _parse_ndjson(data: bytes) -> list[Any]:
+def too_many(count: int, limit: int) -> GatewayError:
+    return GatewayError(400, f"too many events in one request: {count} (at most {limit})")
+
+
+def _parse_ndjson(data: bytes, max_items: int | None = None) -> list[Any]:
+    lines = [line for line in data.splitlines() if line.strip()]
+    if max_items is not None and len(lines) > max_items:
+        # Counted before parsing: a body of a million broken lines costs no million parses.
+        raise too_many(len(lines), max_items)
     items: list[Any] = []
-    for line in data.splitlines():
-        if not line.strip():
-            continue
+    for line in lines:
         try:
             items.append(parse_json(line))
         except GatewayError:
@@ -149,7 +155,13 @@ def media_type(content_type: str | None) -> str:
 
 
 def decode_body(
-    raw: bytes, *, content_type: str | None, content_encoding: str | None, query_data: str | None, limit: int
+    raw: bytes,
+    *,
+    content_type: str | None,
+    content_encoding: str | None,
+    query_data: str | None,
+    limit: int,
+    max_items: int | None = None,
 ) -> DecodedBody:
     encoding = (content_encoding or "").strip().lower()
     if encoding in ("gzip", "x-gzip", "deflate"):
@@ -175,7 +187,7 @@ def decode_body(
     if kind in JSON_TYPES:
         return DecodedBody(_as_list(parse_json(data)), len(data), legacy=False)
     if kind in NDJSON_TYPES:
-        return DecodedBody(_parse_ndjson(data), len(data), legacy=False)
+        return DecodedBody(_parse_ndjson(data, max_items), len(data), legacy=False)
     if not kind and not data.strip():
         raise GatewayError(400, "empty body: send a JSON array of events")
     raise GatewayError(

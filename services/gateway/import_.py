@@ -21,6 +21,7 @@ from services.gateway.decode import (
     form_fields,
     media_type,
     too_large,
+    too_many,
 )
 from services.gateway.errors import GatewayError
 from services.gateway.responses import json_error, legacy_result, strict_result
@@ -59,11 +60,7 @@ class ImportEndpoint:
             )
             decoded = self._decode(request, raw)
             if len(decoded.items) > self.limits.max_events_per_request:
-                raise GatewayError(
-                    400,
-                    f"too many events in one request: {len(decoded.items)} "
-                    f"(at most {self.limits.max_events_per_request})",
-                )
+                raise too_many(len(decoded.items), self.limits.max_events_per_request)
             events, failures = self._validate(decoded, principal.project_id, strict)
             await self.sink.publish(events)
         except AuthError as exc:
@@ -106,6 +103,7 @@ class ImportEndpoint:
             content_encoding=request.headers.get("content-encoding"),
             query_data=request.query_params.get("data"),
             limit=self.limits.max_request_bytes,
+            max_items=self.limits.max_events_per_request,
         )
 
     def _validate(self, decoded: DecodedBody, project_id: int, strict: bool) -> tuple[list[Event], list[Failure]]:

@@ -33,9 +33,15 @@ def decode(
     content_encoding: str | None = None,
     query_data: str | None = None,
     limit: int = LIMIT,
+    max_items: int | None = None,
 ) -> DecodedBody:
     return decode_body(
-        raw, content_type=content_type, content_encoding=content_encoding, query_data=query_data, limit=limit
+        raw,
+        content_type=content_type,
+        content_encoding=content_encoding,
+        query_data=query_data,
+        limit=limit,
+        max_items=max_items,
     )
 
 
@@ -150,6 +156,24 @@ def test_ndjson_malformed_line_is_a_failed_item_not_a_failed_request() -> None:
     assert len(items) == 4  # the blank line does not count
     assert items[0] == EV and items[2] == EV2
     assert isinstance(items[1], MalformedItem) and isinstance(items[3], MalformedItem)
+
+
+def test_ndjson_lines_counted_before_parsing() -> None:
+    # A 2 MB body of a million broken lines is refused by count, not parsed line by line.
+    raw = b"{\n" * (1 << 20)
+    started = time.perf_counter()
+    with pytest.raises(GatewayError) as err:
+        decode(raw, content_type="application/x-ndjson", max_items=2000)
+    assert time.perf_counter() - started < 1.0
+    assert err.value.status == 400
+    assert err.value.message == "too many events in one request: 1048576 (at most 2000)"
+
+
+def test_ndjson_at_max_items_accepted() -> None:
+    raw = ndjson(*([EV] * 3)) + b"\n\n"
+    assert len(decode(raw, content_type="application/x-ndjson", max_items=3).items) == 3
+    with pytest.raises(GatewayError):
+        decode(raw + ndjson(EV), content_type="application/x-ndjson", max_items=3)
 
 
 def test_ndjson_empty_body_is_no_events() -> None:
