@@ -14,11 +14,12 @@ from shared.logging import configure_logging
 Command = Callable[[argparse.Namespace, Settings], int]
 
 
-def _uvicorn(app: object, host: str, port: int, settings: Settings, workers: int = 1) -> int:
+def _uvicorn(app: object, host: str, port: int, settings: Settings, workers: int = 1, factory: bool = False) -> int:
     import uvicorn
 
     uvicorn.run(
         app,  # type: ignore[arg-type]
+        factory=factory,
         host=host,
         port=port,
         log_level=settings.log_level if settings.log_level != "info" else "warning",
@@ -49,7 +50,49 @@ def cmd_bookmarks(args: argparse.Namespace, settings: Settings) -> int:
     return run(args, settings)
 
 
-COMMANDS: dict[str, Command] = {"serve": cmd_serve, "funnels": cmd_funnels, "bookmarks": cmd_bookmarks}
+def cmd_gateway(args: argparse.Namespace, settings: Settings) -> int:
+    print(f"Footfall gateway on http://{args.host}:{args.port} -> Kafka {settings.kafka_bootstrap}", file=sys.stderr)
+    if args.workers > 1:
+        # One app (producer, directory follower) per uvicorn worker process.
+        return _uvicorn("services.gateway.main:create_app", args.host, args.port, settings, args.workers, factory=True)
+    from services.gateway.main import build_gateway
+
+    return _uvicorn(build_gateway(settings), args.host, args.port, settings)
+
+
+def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
+    from services.worker.main import build_worker
+
+    consumers = args.consumers or settings.worker_consumers
+    worker = build_worker(settings, consumers=consumers)
+    print(
+        f"Footfall worker: {consumers} consumer(s), Kafka {settings.kafka_bootstrap} -> {worker.warehouse.dsn.scheme}"
+        f" store; /healthz /metrics on http://{args.host}:{args.port}",
+        file=sys.stderr,
+    )
+    return _uvicorn(worker.app, args.host, args.port, settings)
+
+
+def cmd_directory(args: argparse.Namespace, settings: Settings) -> int:
+    from services.app.publish import publish_directory
+
+    directory = publish_directory(settings)
+    print(
+        f"published the credential directory ({len(directory.projects)} project(s),"
+        f" {len(directory.accounts)} service account(s)) to Kafka {settings.kafka_bootstrap}",
+        file=sys.stderr,
+    )
+    return 0
+
+
+COMMANDS: dict[str, Command] = {
+    "serve": cmd_serve,
+    "funnels": cmd_funnels,
+    "bookmarks": cmd_bookmarks,
+    "gateway": cmd_gateway,
+    "worker": cmd_worker,
+    "directory": cmd_directory,
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -60,6 +103,24 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--data", type=Path, default=None, help="data folder (default ./footfall-data)")
+
+    gateway = sub.add_parser("gateway", help="run /import only, publishing to Kafka (no warehouse access)")
+    gateway.add_argument("--host", default="127.0.0.1")
+    gateway.add_argument("--port", type=int, default=8000)
+    gateway.add_argument("--workers", type=int, default=1, help="uvicorn worker processes (default 1)")
+
+    worker = sub.add_parser("worker", help="consume events from Kafka into the warehouse")
+    worker.add_argument("--host", default="127.0.0.1")
+    worker.add_argument("--port", type=int, default=8001, help="port of /healthz and /metrics (default 8001)")
+    worker.add_argument(
+        "--consumers", type=int, default=0, help="consumers in this process (default FOOTFALL_WORKER_CONSUMERS)"
+    )
+    worker.add_argument("--data", type=Path, default=None, help="data folder of a chDB store (default ./footfall-data)")
+
+    directory = sub.add_parser("directory", help="credential directory for gateways")
+    directory_sub = directory.add_subparsers(dest="action", required=True)
+    publish = directory_sub.add_parser("publish", help="publish the credential snapshot to the Kafka directory topic")
+    publish.add_argument("--data", type=Path, default=None, help="data folder of a chDB store (default ./footfall-data)")
 
     from services.app.commands import add_saved_commands
 

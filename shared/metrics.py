@@ -32,6 +32,45 @@ CONSUMER_LAG = Gauge("footfall_consumer_lag", "Messages behind the partition end
 REDIS_FALLBACK = Gauge("footfall_dedup_redis_unavailable", "1 while Redis dedup is bypassed because Redis is down")
 QUERY_SECONDS = Histogram("footfall_query_seconds", "Query endpoint latency", ["endpoint"])
 
+# -- distributed ingestion (gateway → Kafka → workers) --------------------------------
+KAFKA_PUBLISH_FAILURES = Counter(
+    "footfall_kafka_publish_failures_total", "Requests answered 503 because Kafka did not acknowledge", ["reason"]
+)
+KAFKA_EVENTS_PUBLISHED = Counter("footfall_kafka_events_published_total", "Events acknowledged by Kafka")
+WORKER_BATCH_MESSAGES = Histogram(
+    "footfall_worker_batch_messages",
+    "Messages per batch a worker consumer processed",
+    buckets=(1, 10, 100, 500, 1000, 2000, 5000, 10000, 50000),
+)
+WORKER_MESSAGES = Counter(
+    "footfall_worker_messages_total", "Messages a worker finished with, by outcome", ["outcome"]
+)  # outcome: inserted | duplicate | dead_lettered
+WORKER_INSERT_RETRIES = Counter(
+    "footfall_worker_insert_retries_total", "Failed warehouse inserts that a worker will retry (nothing committed)"
+)
+WORKER_COMMIT_FAILURES = Counter(
+    "footfall_worker_commit_failures_total", "Offset commits refused (rebalance); the batch may be redelivered"
+)
+WORKER_EVENT_DELAY = Histogram(
+    "footfall_worker_event_delay_seconds",
+    "From the gateway's acceptance of an event to its insert into the warehouse",
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 3600),
+)
+WORKER_ASSIGNED_PARTITIONS = Gauge(
+    "footfall_worker_assigned_partitions", "Partitions assigned to a worker consumer", ["consumer"]
+)
+DEDUP_LOOKUP_SECONDS = Histogram(
+    "footfall_dedup_lookup_seconds",
+    "Time to look a batch's dedup keys up in Redis",
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1),
+)
+DIRECTORY_SNAPSHOTS = Counter(
+    "footfall_directory_snapshots_total", "Credential snapshots published or applied", ["action"]
+)
+DIRECTORY_PUBLISHED_AT = Gauge(
+    "footfall_directory_published_timestamp_seconds", "Publication time of the credential snapshot in use"
+)
+
 
 async def metrics_endpoint(request: Request) -> Response:
     return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)

@@ -18,6 +18,7 @@ from services.gateway.sinks import EventSink
 from services.query.app import query_routes
 from services.standalone.sink import EmbeddedSink
 from services.worker.enrich import Enricher, open_geo_reader
+from services.worker.main import Background
 from shared.auth import Authenticator
 from shared.config import Settings
 from shared.metadata import MetadataRepository
@@ -53,15 +54,27 @@ def build_embedded(settings: Settings, *, sink: EventSink | None = None) -> Embe
         _announce(created, settings)
     authenticator = Authenticator(repo.load_directory())
     enricher = open_enricher(settings)
+    background: list[Background] = []
+    if sink is None and settings.kafka_bootstrap:
+        # The distributed path in one process: /import → Kafka → in-process consumers → this store.
+        from services.gateway.kafka_sink import KafkaSink
+        from services.worker.main import in_process_workers
+
+        sink = KafkaSink(settings)
+        background = in_process_workers(settings, warehouse, enricher, authenticator)
     sink = sink or EmbeddedSink(warehouse, enricher)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await sink.start()
+        for service in background:
+            await service.start()
         try:
             yield
         finally:
             await sink.stop()
+            for service in reversed(background):
+                await service.stop()
             enricher.close()
             warehouse.close()
 

@@ -1,0 +1,51 @@
+"""`footfall directory publish`: the one-shot metadata owner.
+
+Opens the store (applying migrations and creating the default project on first use,
+like `footfall serve`), reads the credential directory and publishes it to the
+compacted directory topic that gateways follow. A running `footfall worker` or
+`footfall serve` (with Kafka) keeps publishing on change by itself; this command is for
+the first start and for deployments where neither owns the metadata.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+from services.app.bootstrap import BOOTSTRAP_FILE, bootstrap_if_empty
+from shared.config import Settings
+from shared.kafka import Topics, ensure_topics
+from shared.kafka.directory import DirectoryPublisher
+from shared.metadata import Directory, MetadataRepository
+from shared.warehouse import apply_migrations, open_warehouse
+
+
+async def publish(settings: Settings, directory: Directory) -> None:
+    topics = Topics.for_prefix(settings.kafka_topic_prefix)
+    await ensure_topics(settings.kafka_bootstrap, topics)
+    publisher = DirectoryPublisher(settings.kafka_bootstrap, topics.directory, timeout=settings.kafka_publish_timeout)
+    try:
+        await publisher.publish(directory)
+    finally:
+        await publisher.stop()
+
+
+def publish_directory(settings: Settings) -> Directory:
+    if not settings.kafka_bootstrap:
+        raise SystemExit("footfall directory publish needs FOOTFALL_KAFKA_BOOTSTRAP")
+    if not settings.warehouse_dsn:
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+    warehouse = open_warehouse(settings.dsn)
+    try:
+        apply_migrations(warehouse)
+        repo = MetadataRepository(warehouse)
+        if bootstrap_if_empty(repo, settings) is not None:
+            print(
+                f"created project 1; its credentials are in {settings.data_dir / BOOTSTRAP_FILE} (mode 0600)",
+                file=sys.stderr,
+            )
+        directory = repo.load_directory()
+    finally:
+        warehouse.close()
+    asyncio.run(publish(settings, directory))
+    return directory

@@ -1,0 +1,26 @@
+"""The gateway's view of credentials: an `Authenticator` fed by the directory topic.
+
+Until the first snapshot has arrived the gateway cannot tell a good credential from a
+bad one, so it answers 503 (retry later), not 401.
+"""
+
+from __future__ import annotations
+
+from services.gateway.errors import SinkUnavailableError
+from shared.auth import Authenticator, Principal
+from shared.metadata import Directory
+
+
+class FollowedAuthenticator(Authenticator):
+    def __init__(self) -> None:
+        super().__init__(Directory())
+        self.loaded = False
+
+    def replace(self, directory: Directory) -> None:
+        super().replace(directory)
+        self.loaded = True
+
+    def for_import(self, header: str | None, project_id_param: str | None) -> Principal:
+        if not self.loaded:
+            raise SinkUnavailableError("credentials not loaded yet, retry with backoff")
+        return super().for_import(header, project_id_param)

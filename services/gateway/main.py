@@ -1,0 +1,66 @@
+"""Composition root of `footfall gateway`: `/import` → `KafkaSink`, credentials from the
+directory topic. It never opens the warehouse. No logic lives here.
+
+`create_app()` reads the environment itself so that uvicorn can build one app per worker
+process (`footfall gateway --workers N` passes it as an import string).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import orjson
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from services.gateway.app import import_routes
+from services.gateway.credentials import FollowedAuthenticator
+from services.gateway.kafka_sink import KafkaSink
+from shared.config import Settings
+from shared.kafka import Topics
+from shared.kafka.directory import DirectoryFollower
+from shared.logging import configure_logging
+from shared.web import build_starlette
+
+# How long start-up waits for the first credential snapshot before serving (503 until then).
+DIRECTORY_WAIT_SECONDS = 15.0
+
+
+def build_gateway(settings: Settings) -> Starlette:
+    if not settings.kafka_bootstrap:
+        raise SystemExit("footfall gateway needs FOOTFALL_KAFKA_BOOTSTRAP (host:port of a Kafka broker)")
+    topics = Topics.for_prefix(settings.kafka_topic_prefix)
+    authenticator = FollowedAuthenticator()
+    follower = DirectoryFollower(settings.kafka_bootstrap, topics.directory, authenticator.replace)
+    sink = KafkaSink(settings, topics)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await sink.start()
+        await follower.start(wait=DIRECTORY_WAIT_SECONDS)
+        try:
+            yield
+        finally:
+            await follower.stop()
+            await sink.stop()
+
+    async def healthz(request: Request) -> Response:
+        # Ready once the credentials are known; Kafka's state is reported, not required
+        # (a gateway without Kafka still answers, with 503s the clients retry).
+        body = {"status": "ok" if authenticator.loaded else "loading", "credentials": authenticator.loaded,
+                "kafka": sink.connected}
+        return Response(orjson.dumps(body), status_code=200 if authenticator.loaded else 503,
+                        media_type="application/json")
+
+    routes = [Route("/healthz", healthz, methods=["GET"]), *import_routes(authenticator, sink, settings.limits)]
+    return build_starlette("gateway", routes, lifespan=lifespan)
+
+
+def create_app() -> Starlette:
+    """uvicorn factory (one per worker process): settings from the environment."""
+    settings = Settings.from_env()
+    configure_logging(settings.log_level, settings.log_format)
+    return build_gateway(settings)

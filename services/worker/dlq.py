@@ -1,0 +1,114 @@
+"""Dead letters: records a worker cannot turn into an event go to `events.dlq`, with the
+reason, and the partition moves on. They are sent (and acknowledged) before the batch's
+offsets are committed, so a dead letter is never lost either.
+
+Each dead letter keeps the original key and value; headers say why and where from:
+`reason` (short label), `error` (message), `source_topic`, `source_partition`,
+`source_offset`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Protocol
+
+import structlog
+from aiokafka import AIOKafkaProducer
+
+from shared import metrics
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    reason: str
+    error: str
+
+    def headers(self) -> list[tuple[str, bytes]]:
+        return [
+            ("reason", self.reason.encode()),
+            ("error", self.error.encode("utf-8", "replace")[:1000]),
+            ("source_topic", self.topic.encode()),
+            ("source_partition", str(self.partition).encode()),
+            ("source_offset", str(self.offset).encode()),
+        ]
+
+
+class DeadLetterSink(Protocol):
+    async def send(self, letters: list[DeadLetter]) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+class MemoryDeadLetters:
+    def __init__(self) -> None:
+        self.letters: list[DeadLetter] = []
+
+    async def send(self, letters: list[DeadLetter]) -> None:
+        self.letters.extend(letters)
+        for letter in letters:
+            metrics.DEAD_LETTERED.labels(letter.reason).inc()
+
+    async def close(self) -> None:
+        return None
+
+
+class KafkaDeadLetters:
+    """Publishes to the dead-letter topic; `send` raises `KafkaError` unless all were acked."""
+
+    def __init__(self, bootstrap: str, topic: str, *, timeout: float = 10.0) -> None:
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.timeout = timeout
+        self._producer: AIOKafkaProducer | None = None
+        self._lock = asyncio.Lock()
+
+    async def _ensure(self) -> AIOKafkaProducer:
+        async with self._lock:
+            if self._producer is None:
+                producer = AIOKafkaProducer(
+                    bootstrap_servers=self.bootstrap,
+                    client_id="footfall-worker-dlq",
+                    acks="all",
+                    enable_idempotence=True,
+                    compression_type="gzip",
+                    max_request_size=2 * 1024 * 1024,
+                    request_timeout_ms=int(self.timeout * 1000),
+                )
+                try:
+                    await producer.start()
+                except BaseException:
+                    await producer.stop()
+                    raise
+                self._producer = producer
+            return self._producer
+
+    async def send(self, letters: list[DeadLetter]) -> None:
+        if not letters:
+            return
+        producer = await self._ensure()
+        futures = [
+            await producer.send(self.topic, letter.value, key=letter.key, headers=letter.headers())
+            for letter in letters
+        ]
+        await asyncio.wait_for(asyncio.gather(*futures), self.timeout)
+        for letter in letters:
+            metrics.DEAD_LETTERED.labels(letter.reason).inc()
+            log.warning(
+                "message_dead_lettered",
+                reason=letter.reason,
+                error=letter.error[:300],
+                source=f"{letter.topic}/{letter.partition}@{letter.offset}",
+            )
+
+    async def close(self) -> None:
+        if self._producer is not None:
+            await self._producer.stop()
+            self._producer = None

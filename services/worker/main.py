@@ -1,0 +1,211 @@
+"""Composition root of `footfall worker`: N consumers of the group in one process, their
+shared dedup store, dead-letter producer and warehouse, and a small HTTP app
+(`/healthz`, `/metrics`; plus the query routes when the store is chDB, because then
+this is the only process that may open it). No logic lives here.
+
+The worker also owns the metadata it can read: it publishes the credential snapshot to
+the directory topic (on start, on change, and every few minutes) so that gateways,
+which never read ClickHouse, learn about new and revoked credentials.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import orjson
+import structlog
+from aiokafka.errors import KafkaError
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from services.worker.consumer import WorkerConsumer
+from services.worker.dedup import DedupStore, MemoryDedup, RedisDedup
+from services.worker.dlq import KafkaDeadLetters
+from services.worker.enrich import Enricher, open_geo_reader
+from services.worker.pipeline import BatchProcessor
+from shared.auth import Authenticator
+from shared.config import Settings
+from shared.kafka import Topics, ensure_topics
+from shared.kafka.directory import DirectoryPublisher, DirectoryRefresher
+from shared.metadata import Directory, MetadataRepository
+from shared.warehouse import ClickHouseWarehouse, Warehouse, apply_migrations, open_warehouse
+from shared.web import build_starlette
+
+log = structlog.get_logger(__name__)
+
+KAFKA_START_SECONDS = 60.0
+
+
+class Background(Protocol):
+    """A service a process runs beside its HTTP app (started and stopped by its lifespan)."""
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+def open_enricher(geoip_db: str) -> Enricher:
+    if not geoip_db:
+        log.warning("geoip_disabled", reason="FOOTFALL_GEOIP_DB is not set: events get no $city/$region/mp_country_code")
+        return Enricher(None)
+    return Enricher(open_geo_reader(geoip_db))
+
+
+def open_dedup(settings: Settings) -> DedupStore:
+    if not settings.redis_url:
+        log.warning("redis_dedup_disabled", reason="FOOTFALL_REDIS_URL is not set: in-process dedup memory only")
+        return MemoryDedup(settings.dedup_ttl_seconds)
+    # The topic prefix namespaces the keys, so deployments can share one Redis.
+    return RedisDedup(settings.redis_url, settings.dedup_ttl_seconds, prefix=settings.kafka_topic_prefix.encode())
+
+
+async def wait_for_topics(bootstrap: str, topics: Topics, patience: float = KAFKA_START_SECONDS) -> None:
+    """Create the topics, waiting up to `patience` s for the broker (it may start after us)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + patience
+    while True:
+        try:
+            await ensure_topics(bootstrap, topics)
+            return
+        except (KafkaError, OSError) as exc:
+            if loop.time() >= deadline:
+                raise
+            log.warning("kafka_not_ready", bootstrap=bootstrap, error=str(exc)[:300])
+            await asyncio.sleep(2.0)
+
+
+@dataclass
+class WorkerGroup:
+    """The consumers of one process and what they share."""
+
+    settings: Settings
+    topics: Topics
+    consumers: list[WorkerConsumer]
+    dedup: DedupStore
+    dead_letters: KafkaDeadLetters
+    started: bool = field(default=False)
+
+    async def start(self) -> None:
+        await wait_for_topics(self.settings.kafka_bootstrap, self.topics)
+        # Together, so the group settles in one rebalance rather than one per consumer.
+        await asyncio.gather(*(c.start() for c in self.consumers))
+        self.started = True
+
+    async def stop(self) -> None:
+        await asyncio.gather(*(c.stop() for c in self.consumers), return_exceptions=True)
+        await self.dead_letters.close()
+        await self.dedup.close()
+
+    def health(self) -> tuple[bool, dict[str, Any]]:
+        consumers = [
+            {
+                "name": c.name,
+                "running": c.running,
+                "partitions": sorted(tp.partition for tp in c.assignment()),
+                "last_batch_at": c.last_batch_at,
+                "error": str(c.failed)[:300] if c.failed else None,
+            }
+            for c in self.consumers
+        ]
+        redis = "memory" if isinstance(self.dedup, MemoryDedup) else (
+            "ok" if getattr(self.dedup, "available", True) else "bypassed"
+        )
+        ok = self.started and all(c["running"] for c in consumers)
+        return ok, {"status": "ok" if ok else "unavailable", "consumers": consumers, "dedup": redis}
+
+
+def build_worker_group(
+    settings: Settings, warehouse: Warehouse, enricher: Enricher, *, consumers: int, topics: Topics | None = None
+) -> WorkerGroup:
+    topics = topics or Topics.for_prefix(settings.kafka_topic_prefix)
+    dedup = open_dedup(settings)
+    dead_letters = KafkaDeadLetters(settings.kafka_bootstrap, topics.dlq, timeout=settings.kafka_publish_timeout)
+    processor = BatchProcessor(warehouse, enricher, dedup, dead_letters)
+    members = [
+        WorkerConsumer(
+            str(i),
+            bootstrap=settings.kafka_bootstrap,
+            topic=topics.raw,
+            group=topics.workers_group,
+            processor=processor,
+            batch_size=settings.worker_batch_size,
+            batch_seconds=settings.worker_batch_seconds,
+        )
+        for i in range(max(consumers, 1))
+    ]
+    return WorkerGroup(settings, topics, members, dedup, dead_letters)
+
+
+def build_directory_refresher(
+    settings: Settings, warehouse: Warehouse, authenticator: Authenticator, topics: Topics
+) -> DirectoryRefresher:
+    repo = MetadataRepository(warehouse)
+
+    async def load() -> Directory:
+        return await warehouse.run(repo.load_directory)
+
+    publisher = DirectoryPublisher(settings.kafka_bootstrap, topics.directory, timeout=settings.kafka_publish_timeout)
+    return DirectoryRefresher(load, authenticator.replace, publisher)
+
+
+def in_process_workers(
+    settings: Settings, warehouse: Warehouse, enricher: Enricher, authenticator: Authenticator
+) -> list[Background]:
+    """For `footfall serve` with Kafka: the directory publisher, then the consumers."""
+    topics = Topics.for_prefix(settings.kafka_topic_prefix)
+    refresher = build_directory_refresher(settings, warehouse, authenticator, topics)
+    group = build_worker_group(settings, warehouse, enricher, consumers=settings.worker_consumers, topics=topics)
+    return [refresher, group]
+
+
+@dataclass
+class Worker:
+    app: Starlette
+    group: WorkerGroup
+    warehouse: ClickHouseWarehouse
+
+
+def build_worker(settings: Settings, *, consumers: int) -> Worker:
+    if not settings.kafka_bootstrap:
+        raise SystemExit("footfall worker needs FOOTFALL_KAFKA_BOOTSTRAP (host:port of a Kafka broker)")
+    if settings.warehouse_dsn == "":
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+    warehouse = open_warehouse(settings.dsn)
+    apply_migrations(warehouse)
+    enricher = open_enricher(settings.geoip_db)
+    topics = Topics.for_prefix(settings.kafka_topic_prefix)
+    group = build_worker_group(settings, warehouse, enricher, consumers=consumers, topics=topics)
+    authenticator = Authenticator(Directory())
+    refresher = build_directory_refresher(settings, warehouse, authenticator, topics)
+
+    async def healthz(request: Request) -> Response:
+        ok, body = group.health()
+        return Response(orjson.dumps(body), status_code=200 if ok else 503, media_type="application/json")
+
+    routes: list[Route] = [Route("/healthz", healthz, methods=["GET"])]
+    if warehouse.dsn.embedded:
+        # chDB: this process is the only one that can read the store, so it answers queries too.
+        from services.query.app import query_routes
+
+        routes += query_routes(authenticator, warehouse, settings)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await refresher.start()
+        await group.start()
+        try:
+            yield
+        finally:
+            await group.stop()
+            await refresher.stop()
+            enricher.close()
+            warehouse.close()
+
+    app = build_starlette("worker", routes, lifespan=lifespan)
+    return Worker(app, group, warehouse)

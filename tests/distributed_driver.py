@@ -1,0 +1,223 @@
+"""In-process scenarios of the distributed tests, each run in its own Python process
+(`tests.distributed.run_driver`) because chDB allows one data folder per process and the
+pytest process may already hold one. Each prints one JSON line with what it observed;
+the tests assert on it.
+
+    python -m tests.distributed_driver rotate-token --data D --add NEW --revoke OLD
+    python -m tests.distributed_driver rebalance --kafka K --redis R --prefix P --data D
+    python -m tests.distributed_driver warehouse-outage --kafka K --redis R --prefix P --data D
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from services.gateway.kafka_sink import KafkaSink
+from services.worker.enrich import Enricher
+from services.worker.main import WorkerGroup, build_worker_group
+from shared import metrics
+from shared.config import Settings
+from shared.events import Event
+from shared.logging import configure_logging
+from shared.metadata import MetadataRepository
+from shared.warehouse import ClickHouseWarehouse, WarehouseError, apply_migrations, open_warehouse
+from tests.distributed import group_lag, wait_caught_up
+
+
+def chdb(data: Path) -> ClickHouseWarehouse:
+    data.mkdir(parents=True, exist_ok=True)
+    warehouse = open_warehouse(f"chdb://{(data / 'chdb').resolve()}")
+    apply_migrations(warehouse)
+    return warehouse
+
+
+def settings_for(args: argparse.Namespace) -> Settings:
+    return Settings.from_env(
+        {},
+        kafka_bootstrap=args.kafka,
+        kafka_topic_prefix=args.prefix,
+        redis_url=args.redis,
+        worker_batch_seconds=0.2,
+        worker_batch_size=1000,
+        kafka_publish_timeout=5.0,
+    )
+
+
+def make_events(n: int, start: int = 0) -> list[Event]:
+    now = int(time.time() * 1000) - 60_000
+    return [
+        Event(1, "Driven", now - i, f"user-{i % 101}", f"drv-{i:08d}", {"seq": i, "run": "driver"})
+        for i in range(start, start + n)
+    ]
+
+
+def counts(warehouse: ClickHouseWarehouse) -> dict[str, int]:
+    rows = warehouse.query("SELECT count(), uniqExact(dedup_hash) FROM events WHERE project_id = 1")
+    final = warehouse.query("SELECT count() FROM events FINAL WHERE project_id = 1")
+    return {"rows": int(rows[0][0]), "unique": int(rows[0][1]), "final": int(final[0][0])}
+
+
+async def until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.1)
+
+
+def partitions_of(group: WorkerGroup) -> list[list[int]]:
+    return [sorted(tp.partition for tp in c.assignment()) for c in group.consumers]
+
+
+def covered(group: WorkerGroup, members: Sequence[int], total: int = 12) -> bool:
+    parts = [p for i in members for p in sorted(tp.partition for tp in group.consumers[i].assignment())]
+    return sorted(parts) == list(range(total)) and all(group.consumers[i].assignment() for i in members)
+
+
+# -- scenarios ---------------------------------------------------------------------------
+
+
+def rotate_token(args: argparse.Namespace) -> dict[str, Any]:
+    warehouse = chdb(Path(args.data))
+    try:
+        repo = MetadataRepository(warehouse)
+        repo.add_project_credential(1, "token", args.add)
+        repo.revoke_project_credential(1, "token", args.revoke)
+        tokens = len(repo.load_directory().tokens)
+    finally:
+        warehouse.close()
+    return {"tokens": tokens}
+
+
+async def rebalance(args: argparse.Namespace) -> dict[str, Any]:
+    """Three consumers in one process share the partitions; one stops mid-stream and its
+    partitions move to the other two; nothing is lost, nothing surfaces twice."""
+    settings = settings_for(args)
+    warehouse = chdb(Path(args.data))
+    group = build_worker_group(settings, warehouse, Enricher(None), consumers=3)
+    sink = KafkaSink(settings)
+    await group.start()
+    await sink.start()
+    try:
+        await until(lambda: covered(group, [0, 1, 2]), 40, "three consumers sharing the partitions")
+        before = partitions_of(group)
+        total, per, rounds = 0, 500, 24
+        stopped_at = -1
+        for r in range(rounds):
+            await sink.publish(make_events(per, start=r * per))
+            total += per
+            if r == rounds // 3:
+                await until(lambda: group.consumers[1].last_batch_at is not None, 20, "consumer 1 working")
+                await group.consumers[1].stop()  # leaves the group mid-stream
+                stopped_at = total
+            await asyncio.sleep(0.05)
+        await until(lambda: covered(group, [0, 2]), 40, "the two left covering every partition")
+        after = partitions_of(group)
+        await wait_caught_up(settings.kafka_bootstrap, group.topics.workers_group, group.topics.raw, 60)
+    finally:
+        await sink.stop()
+        await group.stop()
+    result = counts(warehouse)
+    warehouse.close()
+    return {"sent": total, "stopped_after": stopped_at, "before": before, "after": after, **result}
+
+
+class FlakyWarehouse:
+    """The real chDB warehouse, whose inserts fail while `down` (ClickHouse unreachable)."""
+
+    def __init__(self, inner: ClickHouseWarehouse) -> None:
+        self.inner = inner
+        self.down = False
+        self.failed_inserts = 0
+
+    def insert(self, *args: Any, **kwargs: Any) -> None:
+        if self.down:
+            self.failed_inserts += 1
+            raise WarehouseError("Connection refused (simulated ClickHouse outage)")
+        self.inner.insert(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+async def warehouse_outage(args: argparse.Namespace) -> dict[str, Any]:
+    """Inserts fail: the batch is retried with backoff and no offset is committed; a
+    consumer stopped during the outage abandons its batch without committing; after the
+    warehouse is back every event is stored once."""
+    settings = settings_for(args)
+    inner = chdb(Path(args.data))
+    flaky = FlakyWarehouse(inner)
+    flaky.down = True
+    sink = KafkaSink(settings)
+    await sink.start()
+    group = build_worker_group(settings, flaky, Enricher(None), consumers=2)  # type: ignore[arg-type]
+    await group.start()
+    await until(lambda: covered(group, [0, 1]), 40, "consumers assigned")
+    n = 3000
+    await sink.publish(make_events(n))
+    await until(lambda: flaky.failed_inserts >= 3, 30, "insert retries")
+    lag_down = sum((await group_lag(settings.kafka_bootstrap, group.topics.workers_group, group.topics.raw)).values())
+    rows_down = counts(inner)["rows"]
+    retries = metrics.WORKER_INSERT_RETRIES._value.get()  # type: ignore[attr-defined]
+    stop_started = time.monotonic()
+    await group.stop()  # SIGTERM during the outage: abandon, commit nothing
+    stop_seconds = time.monotonic() - stop_started
+    lag_after_stop = sum((await group_lag(settings.kafka_bootstrap, group.topics.workers_group, group.topics.raw)).values())
+
+    flaky.down = False
+    group2 = build_worker_group(settings, flaky, Enricher(None), consumers=2)  # type: ignore[arg-type]
+    await group2.start()
+    try:
+        await sink.publish(make_events(500, start=n))
+        await wait_caught_up(settings.kafka_bootstrap, group2.topics.workers_group, group2.topics.raw, 60)
+    finally:
+        await group2.stop()
+        await sink.stop()
+    result = counts(inner)
+    inner.close()
+    return {
+        "sent": n + 500,
+        "lag_while_down": lag_down,
+        "rows_while_down": rows_down,
+        "retries": retries,
+        "stop_seconds": round(stop_seconds, 2),
+        "lag_after_stop": lag_after_stop,
+        **result,
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="tests.distributed_driver")
+    sub = parser.add_subparsers(dest="scenario", required=True)
+    rot = sub.add_parser("rotate-token")
+    rot.add_argument("--data", required=True)
+    rot.add_argument("--add", required=True)
+    rot.add_argument("--revoke", required=True)
+    for name in ("rebalance", "warehouse-outage"):
+        p = sub.add_parser(name)
+        p.add_argument("--kafka", required=True)
+        p.add_argument("--redis", default="")
+        p.add_argument("--prefix", default=f"d{uuid.uuid4().hex[:10]}.")
+        p.add_argument("--data", required=True)
+    args = parser.parse_args(argv)
+    configure_logging("warning", "json")
+    if args.scenario == "rotate-token":
+        result = rotate_token(args)
+    elif args.scenario == "rebalance":
+        result = asyncio.run(rebalance(args))
+    else:
+        result = asyncio.run(warehouse_outage(args))
+    print(orjson.dumps(result).decode(), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
