@@ -29,19 +29,27 @@ def parse_dsn(text: str) -> Dsn:
     parts = urlsplit(text)
     if parts.scheme == "chdb":
         path = unquote(parts.path)
-        if not path.startswith("/"):
-            raise DsnError(f"chdb DSN needs an absolute path: {text!r}")
+        # `chdb://data/chdb` would otherwise silently mean `/chdb`: the host part is not a path.
+        if parts.netloc or not path.startswith("/"):
+            raise DsnError(f"chdb DSN needs an absolute path, as in chdb:///abs/path: {text!r}")
         return Dsn(scheme="chdb", path=path)
     if parts.scheme in ("http", "https"):
         if not parts.hostname:
             raise DsnError(f"DSN has no host: {text!r}")
+        try:
+            port = parts.port
+        except ValueError:
+            raise DsnError(f"DSN has an invalid port: {text!r}") from None
+        database = unquote(parts.path.strip("/")) or "default"
+        if "/" in database:
+            raise DsnError(f"DSN path must be a single database name: {text!r}")
         default_port = 8443 if parts.scheme == "https" else 8123
         return Dsn(
             scheme=parts.scheme,
             host=parts.hostname,
-            port=parts.port or default_port,
+            port=port or default_port,
             username=unquote(parts.username or "default"),
             password=unquote(parts.password or ""),
-            database=parts.path.strip("/") or "default",
+            database=database,
         )
     raise DsnError(f"unsupported warehouse DSN scheme {parts.scheme!r} (use chdb:// or http(s)://)")

@@ -1,0 +1,59 @@
+"""Integration fixtures: one chDB store for the whole session, emptied per test.
+
+chDB runs one embedded server per process, bound to the first data folder it opens; a
+second folder cannot be opened while the first is in use. So the session opens one
+folder (or joins the one another test module already opened), applies the migrations
+once, and `clean_warehouse` truncates the tables before each test that asks for it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from shared.warehouse import ClickHouseWarehouse, apply_migrations, open_warehouse
+from shared.warehouse.client import WarehouseError
+
+_ALREADY_OPEN = re.compile(r"already initialized with path '([^']+)'")
+
+
+def _open_chdb(path: Path) -> ClickHouseWarehouse:
+    try:
+        return open_warehouse(f"chdb://{path}")
+    except Exception as exc:  # clickhouse-connect's ProgrammingError; the engine is per process
+        found = _ALREADY_OPEN.search(str(exc))
+        if found is None:
+            raise
+        return open_warehouse(f"chdb://{found.group(1)}")
+
+
+@pytest.fixture(scope="session")
+def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClickHouseWarehouse]:
+    """The session's chDB store with every migration applied."""
+    wh = _open_chdb(tmp_path_factory.mktemp("chdb") / "data")
+    apply_migrations(wh)
+    yield wh
+    wh.close()
+
+
+def truncate_all(warehouse: ClickHouseWarehouse) -> None:
+    """Empty every table of the current database except the migration ledger."""
+    for (table,) in warehouse.query(
+        "SELECT name FROM system.tables WHERE database = currentDatabase() AND NOT is_temporary "
+        "AND engine LIKE '%MergeTree%' AND name != 'schema_migrations'"
+    ):
+        try:
+            warehouse.command(f"TRUNCATE TABLE IF EXISTS `{table}`")
+        except WarehouseError:  # pragma: no cover - a table dropped meanwhile
+            pass
+
+
+@pytest.fixture
+def clean_warehouse(warehouse: ClickHouseWarehouse) -> ClickHouseWarehouse:
+    """The session store, migrated and with empty tables."""
+    apply_migrations(warehouse)  # in case a test dropped tables
+    truncate_all(warehouse)
+    return warehouse
