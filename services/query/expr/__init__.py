@@ -4,8 +4,37 @@
     typed = check_expr(tree)                                 # meaning: names, arity, kinds
     where = compile_where(typed, params)                     # decisions: Sql + bound values
 
-Every error is an `ExprError` (HTTP 400) with `.position` and, for syntax errors,
-`.expected`.
+Every error is an `ExprError` (HTTP 400) with `.position` (0-based character offset)
+and, for syntax errors, `.expected`. Limits: 4096 characters, nesting depth 64, and
+compiled SQL beyond `sql.MAX_SQL_CHARS` is refused.
+
+Decisions where semantics.md §3 is silent (the cases in
+tests/conformance/expr_semantics.json pin each of them):
+
+* `properties["time"]` / `event["time"]` / `event["$time"]` are the event time, a
+  datetime; `properties["distinct_id"]` and `properties["$insert_id"]` are those columns.
+* `defined(x)` is false only for undefined: a JSON null is "set".
+* `undefined == undefined` and `null == null` are true; lists compare element-wise,
+  objects by their stored JSON text; a datetime equals (and orders against) an ISO
+  string of the same instant (§3.4 "ISO strings are dates").
+* Ordering also works string/string (byte order, case-sensitive) and datetime/datetime.
+* `in`: only a scalar (null, boolean, number, string, datetime) can be in a list, by
+  `==` rules (1 is not in ["1"]); a datetime is found among ISO strings of its instant.
+* Arithmetic results that are not finite (overflow, x/0, x%0) are undefined.
+* `number("s")`: only `[+-]digits[.digits][e[+-]digits]` (also ".5", "5."), no
+  whitespace/hex/inf; `number(true)` = 1; `number(datetime)` = epoch seconds.
+* `string(number)` prints like JavaScript (1, 2.5, 1e+21, 1e-7, 0 for -0);
+  `string(datetime)` is `YYYY-MM-DDTHH:MM:SS` UTC; `string(list|object)` is undefined.
+* `boolean("false")`, `boolean("")`, `boolean(0)`, null, undefined → false; anything
+  else (also "False", [] and {}) → true.
+* `datetime(n)`: epoch seconds, or milliseconds when n >= 1e10; strings in ISO form
+  (date, optional `T`/space time, optional fraction and `Z`/±HH[:]MM offset; naive =
+  UTC) between 1900 and 2299; anything else undefined. A literal that is not a valid
+  date (`datetime("yesterday")`) is a 400.
+* `round` rounds halves up (JavaScript `Math.round`: -2.5 → -2).
+* `and`/`or` operands that can never be boolean or undefined are a 400; at run time a
+  non-boolean value (a property holding "true") counts as false.
+* `user[...]` and `behaviors[...]` are a 400 in event expressions for now.
 """
 
 from services.query.expr.check import check_expr

@@ -17,7 +17,7 @@ from typing import Literal
 
 from services.query.expr import ast
 from services.query.expr.errors import ExprTypeError
-from services.query.expr.typed import ALL_JSON, Apply, Column, Const, Kind, Kinds, ListOf, Op, Prop, TNode
+from services.query.expr.typed import Apply, Column, Const, Kind, Kinds, ListOf, Op, Prop, TNode
 
 __all__ = ["DATETIME_MAX", "DATETIME_MIN", "FUNCTIONS", "MILLIS_FROM", "epoch_seconds", "ISO_DATETIME", "check_expr", "infer_kinds", "parse_iso"]
 
@@ -260,5 +260,3 @@ class _Checker:
             return Const(U, None, span)
         return Const(D, seconds, span)
 
-
-assert ALL_JSON  # re-exported kinds used by compile
