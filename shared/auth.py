@@ -66,10 +66,10 @@ def parse_basic(header: str | None) -> tuple[str, str] | None:
 def _parse_project_id(raw: str | None) -> int | None:
     if raw is None or raw == "":
         return None
-    try:
-        value = int(raw)
-    except ValueError:
-        raise AuthError(400, "project_id must be an integer") from None
+    # ASCII digits only: int() would also take " 1", "+1", "1_0" (= 10) and other scripts' digits.
+    if not (raw.isascii() and raw.isdigit()):
+        raise AuthError(400, "project_id must be an integer")
+    value = int(raw)
     if value <= 0:
         raise AuthError(400, "project_id must be a positive integer")
     return value

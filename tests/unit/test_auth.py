@@ -168,7 +168,11 @@ def test_import_service_account_without_project_id_400(auth: Authenticator, cred
     assert "project_id" in err.value.message
 
 
-@pytest.mark.parametrize("project_id", ["abc", "0", "-1", "1.0", " 1x"], ids=["word", "zero", "negative", "float", "junk"])
+@pytest.mark.parametrize(
+    "project_id",
+    ["abc", "0", "-1", "1.0", " 1x", " 1", "+1", "1_0", "\u0661", "0x1"],
+    ids=["word", "zero", "negative", "float", "junk", "space", "plus", "underscore", "arabic-digit", "hex"],
+)
 def test_import_project_id_not_a_positive_integer_400(auth: Authenticator, creds, project_id: str) -> None:
     with pytest.raises(AuthError) as err:
         auth.for_import(basic(creds.token), project_id)
