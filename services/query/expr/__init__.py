@@ -6,7 +6,7 @@
 
 Every error is an `ExprError` (HTTP 400) with `.position` (0-based character offset)
 and, for syntax errors, `.expected`. Limits: 4096 characters, nesting depth 64, and
-compiled SQL beyond `sql.MAX_SQL_CHARS` is refused.
+compiled SQL over `compile.MAX_COMPILED_SQL` characters is refused.
 
 Decisions where semantics.md §3 is silent (the cases in
 tests/conformance/expr_semantics.json pin each of them):

@@ -177,6 +177,17 @@ def infer_kinds(op: Op, args: tuple[Kinds, ...]) -> Kinds:
     return frozenset(out)
 
 
+def _operands(node: ast.Binary) -> list[ast.Node]:
+    """The operands of a left-deep chain of one `and`/`or`, gathered without recursion."""
+    out: list[ast.Node] = []
+    current: ast.Node = node
+    while isinstance(current, ast.Binary) and current.op == node.op:
+        out.append(current.right)
+        current = current.left
+    out.append(current)
+    return out[::-1]
+
+
 class _Checker:
     def __init__(self, context: Context) -> None:
         self.context = context
@@ -206,7 +217,10 @@ class _Checker:
                 return Apply(top, (arg,), infer_kinds(top, (arg.kinds,)), span)
             case ast.Binary(op, left, right, span):
                 bop = _BINARY[op]
-                args = (self.node(left), self.node(right))
+                args = tuple(self.node(o) for o in _operands(node)) if op in ("and", "or") else (
+                    self.node(left),
+                    self.node(right),
+                )
                 if bop in (Op.AND, Op.OR):
                     for arg in args:
                         if not arg.kinds & {B, U}:

@@ -27,7 +27,10 @@ from services.query.expr.typed import Apply, Column, Const, Kind, ListOf, Prop, 
 from services.query.expr.values import NULL_STRING, Val, by_kind, if_, is_kind, iso_text, list_strings, num_text
 from services.query.sql import Params, Sql, SqlSizeError, sql
 
-__all__ = ["OnSql", "compile_number", "compile_on", "compile_where"]
+__all__ = ["MAX_COMPILED_SQL", "OnSql", "compile_number", "compile_on", "compile_where"]
+
+# ClickHouse refuses queries over 256 KiB (max_query_size); a where and an on must fit.
+MAX_COMPILED_SQL = 100_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,9 +57,11 @@ def _compile(tree: ast.Node | TNode, params: Params, build: str) -> tuple[Sql, b
         if binds:
             ((var, packed),) = binds
             out = sql("arrayElement(arrayMap(({}) -> {}, [{}]), 1)", var, out, packed)
-        return out, is_array
     except SqlSizeError as exc:
         raise ExprLimitError("it compiles to too much SQL") from exc
+    if len(out.text) > MAX_COMPILED_SQL:
+        raise ExprLimitError(f"it compiles to more than {MAX_COMPILED_SQL} characters of SQL")
+    return out, is_array
 
 
 def _where(_: Lowerer, v: Val) -> tuple[Sql, bool]:

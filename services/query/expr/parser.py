@@ -15,11 +15,13 @@
     list      := "[" [ expr ("," expr)* ] "]"
 
 Comparisons do not chain (`a == b == c` is a syntax error). Limits: `MAX_TEXT` characters
-and `MAX_DEPTH` nested constructs, checked before any work that could grow with them.
+and `MAX_DEPTH` nested constructs, checked before any work that could grow with them
+(a chain of `and`s or of `or`s counts as one level: check() makes it one n-ary node).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import cast
 
 from services.query.expr.ast import (
@@ -126,20 +128,26 @@ class _Parser:
             self._leave()
 
     def _or(self) -> Node:
-        left = self._and()
-        while self._is(TokenKind.KEYWORD, "or"):
-            self._advance()
-            right = self._and()
-            left = self._binary("or", left, right)
-        return left
+        return self._chain("or", self._and)
 
     def _and(self) -> Node:
-        left = self._not()
-        while self._is(TokenKind.KEYWORD, "and"):
+        return self._chain("and", self._not)
+
+    def _chain(self, op: str, operand: Callable[[], Node]) -> Node:
+        """`a or b or c`: a left-deep tree whose height counts once, since check() flattens
+        it into one n-ary node (long UI-made `or` lists stay within the depth limit)."""
+        operands = [operand()]
+        while self._is(TokenKind.KEYWORD, op):
             self._advance()
-            right = self._not()
-            left = self._binary("and", left, right)
-        return left
+            operands.append(operand())
+        node = operands[0]
+        height = 1 + max(self._heights.get(id(o), 1) for o in operands)
+        for right in operands[1:]:
+            node = Binary(cast(BinaryOp, op), node, right, Span(node.span.start, right.span.end))
+            self._heights[id(node)] = height
+        if height > MAX_DEPTH:
+            raise ExprLimitError(f"nested deeper than {MAX_DEPTH} levels", node.span.start)
+        return node
 
     def _not(self) -> Node:
         if self._is(TokenKind.KEYWORD, "not"):

@@ -314,3 +314,20 @@ def test_placeholder_text_in_a_literal_is_only_a_value() -> None:
     sql_text, values = where('properties["x"] == "{p0:String}"')
     assert sql_text.count("{p0:String}") == 4  # the property name's placeholder, not the literal
     assert values == {"p0": "x", "p1": "{p0:String}"}
+
+
+def test_long_or_chains_are_one_level() -> None:
+    text = " or ".join(f"properties[\"k{i}\"] == {i}" for i in range(120))
+    tree = check_expr(parse_expr(text))
+    assert isinstance(tree, Apply) and len(tree.args) == 120
+    params = Params()
+    compile_where(tree, params)
+    assert len(params.values) == 240
+
+
+def test_too_much_sql_is_a_limit_error() -> None:
+    from services.query.expr import ExprLimitError
+
+    text = " or ".join(f'string(string(properties["k{i}"])) in [properties["a"], properties["b"]]' for i in range(50))
+    with pytest.raises(ExprLimitError, match="compiles to more than"):
+        compile_on(parse_expr(text), Params())
