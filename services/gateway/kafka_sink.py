@@ -11,7 +11,9 @@ Failure: broker unreachable, a refused batch, or no ack within
 `settings.kafka_publish_timeout` → `SinkUnavailableError` (503 + Retry-After). Events
 of a timed-out request may still reach Kafka later; the client's retry then creates
 duplicates, which the workers' dedup layers remove. Never a 200 for an unacknowledged
-event.
+event. After any failure the producer is replaced by a fresh one (a new producer id):
+an idempotent producer whose batches expired during an outage would otherwise answer
+every later send with OutOfOrderSequenceNumber, for good.
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ class KafkaSink:
         self._partitions: list[int] = []
         self._lock = asyncio.Lock()
         self._next_attempt = 0.0
+        self._closing: set[asyncio.Task[None]] = set()
 
     @property
     def connected(self) -> bool:
@@ -128,10 +131,12 @@ class KafkaSink:
             await asyncio.wait_for(asyncio.gather(*futures), max(remaining, 0.001))
         except TimeoutError as exc:
             metrics.KAFKA_PUBLISH_FAILURES.labels("timeout").inc()
+            self._discard(producer, "timeout")
             raise SinkUnavailableError("event broker did not acknowledge in time, retry with backoff") from exc
         except KafkaError as exc:
             metrics.KAFKA_PUBLISH_FAILURES.labels(type(exc).__name__).inc()
             log.warning("kafka_publish_failed", error=str(exc)[:500])
+            self._discard(producer, type(exc).__name__)
             raise SinkUnavailableError("event broker refused the events, retry with backoff") from exc
         metrics.PUBLISH_SECONDS.observe(time.perf_counter() - started)
         metrics.KAFKA_EVENTS_PUBLISHED.inc(len(events))
@@ -169,7 +174,27 @@ class KafkaSink:
         future: asyncio.Future[object] = await producer.send_batch(batch, topic, partition=partition)  # type: ignore[arg-type]
         return future
 
+    def _discard(self, producer: AIOKafkaProducer, reason: str) -> None:
+        """Stop using `producer`; the next request starts a new one. Requests still waiting
+        on its futures get their answer as it flushes or expires in the background."""
+        if self._producer is not producer:
+            return  # another request already replaced it
+        self._producer = None
+        log.warning("kafka_producer_reset", reason=reason)
+        task = asyncio.create_task(self._close(producer))
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
+
+    @staticmethod
+    async def _close(producer: AIOKafkaProducer) -> None:
+        try:
+            await producer.stop()
+        except Exception as exc:  # it failed already; nothing more to do with it
+            log.info("kafka_producer_close_failed", error=str(exc)[:300])
+
     async def stop(self) -> None:
         producer, self._producer = self._producer, None
         if producer is not None:
             await producer.stop()  # flushes what is pending
+        if self._closing:
+            await asyncio.gather(*self._closing, return_exceptions=True)

@@ -22,6 +22,7 @@ from services.gateway.kafka_sink import KafkaSink
 from shared.config import Settings
 from shared.kafka import Topics
 from shared.kafka.directory import DirectoryFollower
+from shared.kafka.logs import quiet_aiokafka
 from shared.logging import configure_logging
 from shared.web import build_starlette
 
@@ -32,6 +33,7 @@ DIRECTORY_WAIT_SECONDS = 15.0
 def build_gateway(settings: Settings) -> Starlette:
     if not settings.kafka_bootstrap:
         raise SystemExit("footfall gateway needs FOOTFALL_KAFKA_BOOTSTRAP (host:port of a Kafka broker)")
+    quiet_aiokafka()
     topics = Topics.for_prefix(settings.kafka_topic_prefix)
     authenticator = FollowedAuthenticator()
     follower = DirectoryFollower(settings.kafka_bootstrap, topics.directory, authenticator.replace)

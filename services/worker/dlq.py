@@ -94,11 +94,17 @@ class KafkaDeadLetters:
         if not letters:
             return
         producer = await self._ensure()
-        futures = [
-            await producer.send(self.topic, letter.value, key=letter.key, headers=letter.headers())
-            for letter in letters
-        ]
-        await asyncio.wait_for(asyncio.gather(*futures), self.timeout)
+        try:
+            futures = [
+                await producer.send(self.topic, letter.value, key=letter.key, headers=letter.headers())
+                for letter in letters
+            ]
+            await asyncio.wait_for(asyncio.gather(*futures), self.timeout)
+        except Exception:
+            # A fresh producer for the retry: an idempotent one whose batches expired
+            # would fail every later send (OutOfOrderSequenceNumber).
+            await self._reset(producer)
+            raise
         for letter in letters:
             metrics.DEAD_LETTERED.labels(letter.reason).inc()
             log.warning(
@@ -107,6 +113,15 @@ class KafkaDeadLetters:
                 error=letter.error[:300],
                 source=f"{letter.topic}/{letter.partition}@{letter.offset}",
             )
+
+    async def _reset(self, producer: AIOKafkaProducer) -> None:
+        async with self._lock:
+            if self._producer is producer:
+                self._producer = None
+        try:
+            await asyncio.wait_for(producer.stop(), self.timeout)
+        except Exception as exc:
+            log.info("dead_letter_producer_close_failed", error=str(exc)[:300])
 
     async def close(self) -> None:
         if self._producer is not None:

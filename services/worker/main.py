@@ -33,6 +33,7 @@ from shared.auth import Authenticator
 from shared.config import Settings
 from shared.kafka import Topics, ensure_topics
 from shared.kafka.directory import DirectoryPublisher, DirectoryRefresher
+from shared.kafka.logs import quiet_aiokafka
 from shared.metadata import Directory, MetadataRepository
 from shared.warehouse import ClickHouseWarehouse, Warehouse, apply_migrations, open_warehouse
 from shared.web import build_starlette
@@ -158,6 +159,7 @@ def in_process_workers(
     settings: Settings, warehouse: Warehouse, enricher: Enricher, authenticator: Authenticator
 ) -> list[Background]:
     """For `footfall serve` with Kafka: the directory publisher, then the consumers."""
+    quiet_aiokafka()
     topics = Topics.for_prefix(settings.kafka_topic_prefix)
     refresher = build_directory_refresher(settings, warehouse, authenticator, topics)
     group = build_worker_group(settings, warehouse, enricher, consumers=settings.worker_consumers, topics=topics)
@@ -174,6 +176,7 @@ class Worker:
 def build_worker(settings: Settings, *, consumers: int) -> Worker:
     if not settings.kafka_bootstrap:
         raise SystemExit("footfall worker needs FOOTFALL_KAFKA_BOOTSTRAP (host:port of a Kafka broker)")
+    quiet_aiokafka()
     if settings.warehouse_dsn == "":
         settings.data_dir.mkdir(parents=True, exist_ok=True)
     warehouse = open_warehouse(settings.dsn)

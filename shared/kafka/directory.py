@@ -13,6 +13,7 @@ knew.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -80,7 +81,14 @@ class DirectoryPublisher:
     async def publish(self, directory: Directory) -> None:
         producer = await self._ensure_producer()
         value = encode_snapshot(directory, int(time.time() * 1000))
-        await asyncio.wait_for(producer.send_and_wait(self.topic, value, key=SNAPSHOT_KEY), self.timeout)
+        try:
+            await asyncio.wait_for(producer.send_and_wait(self.topic, value, key=SNAPSHOT_KEY), self.timeout)
+        except Exception:
+            # Start the next attempt with a fresh (idempotent) producer.
+            self._producer = None
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(producer.stop(), self.timeout)
+            raise
         metrics.DIRECTORY_SNAPSHOTS.labels("published").inc()
         log.info(
             "directory_published",
