@@ -234,11 +234,11 @@ def test_gzip_corrupt_checksum_400() -> None:
 
 
 def test_gzip_many_tiny_members_cost_linear_time() -> None:
-    # ~100,000 empty members in a 2 MB body must not cost quadratic copying.
-    raw = gzip.compress(b"") * 100_000 + gzip.compress(json.dumps([EV]).encode())
+    # 200,000 empty members (4 MB) must not cost quadratic copying (that took ~6 s).
+    raw = gzip.compress(b"") * 200_000 + gzip.compress(json.dumps([EV]).encode())
     started = time.perf_counter()
     assert decode(raw, content_encoding="gzip").items == [EV]
-    assert time.perf_counter() - started < 1.0
+    assert time.perf_counter() - started < 2.5
 
 
 def test_gzip_trailing_zero_padding_tolerated() -> None:
