@@ -49,15 +49,18 @@ class ImportEndpoint:
         strict = params.get("strict") == "1"
         verbose = params.get("verbose") == "1"
         # Form mode (old SDKs) is answered in its own shape, errors included; its
-        # `verbose` flag may travel in the form body, so such bodies are decoded first.
+        # `verbose` flag may travel in the form body, so such bodies are read before
+        # authenticating. Every other body is read only once the caller is known.
         legacy = "data" in params or media_type(request.headers.get("content-type")) in FORM_TYPES
         try:
-            raw = await self._read(request)
+            raw = await self._read(request) if legacy else b""
             if legacy and not verbose:
                 verbose = form_fields(raw).get("verbose") == "1"
-            principal = self.authenticator.for_import(
+            principal = await self.authenticator.for_import_async(
                 request.headers.get("authorization"), params.get("project_id")
             )
+            if not legacy:
+                raw = await self._read(request)
             decoded = self._decode(request, raw)
             if len(decoded.items) > self.limits.max_events_per_request:
                 raise too_many(len(decoded.items), self.limits.max_events_per_request)

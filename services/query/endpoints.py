@@ -64,7 +64,7 @@ class QueryService:
             started = time.perf_counter()
             try:
                 params = await Params.from_request(request)
-                principal = self.authenticator.for_query(
+                principal = await self.authenticator.for_query_async(
                     request.headers.get("authorization"), params.get("project_id")
                 )
                 ctx = QueryContext(principal, params, self.warehouse, request)
