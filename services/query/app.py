@@ -7,14 +7,25 @@ from starlette.routing import Route
 
 from services.query.endpoints import Handler, QueryService
 from services.query.limits import QueryLimiter
-from services.query.reports import export
+from services.query.reports import events, export, properties, segmentation
 from shared.auth import Authenticator
 from shared.config import Settings
 from shared.warehouse import Warehouse
 from shared.web import build_starlette
 
 # Report endpoints, by path under /api/query and /api/2.0. Families register here.
-REPORTS: dict[str, Handler] = {}
+REPORTS: dict[str, Handler] = {
+    "segmentation": segmentation.segmentation,
+    "segmentation/numeric": segmentation.numeric,
+    "segmentation/sum": segmentation.sum_,
+    "segmentation/average": segmentation.average,
+    "events": events.events,
+    "events/top": events.top,
+    "events/names": events.names,
+    "events/properties": properties.properties,
+    "events/properties/top": properties.top,
+    "events/properties/values": properties.values,
+}
 
 
 def query_routes(authenticator: Authenticator, warehouse: Warehouse, settings: Settings) -> list[Route]:
