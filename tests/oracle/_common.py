@@ -5,8 +5,10 @@ Interpretations (the lead should align the service with these or change them her
   then normalises like `/import` does (see tests/conformance/import_rules.json): `time` -> ms (>= 1e10 is ms,
   fractions truncated), int distinct_id -> str, strings truncated to 255 characters (event name, distinct_id,
   property values at any depth; keys are kept). The stored properties drop the lifted top-level keys
-  `time`, `distinct_id`, `$insert_id`, `token`, `ip`; expressions see exactly those stored properties, so
-  `properties["time"]` is undefined. (Datasets must not carry `ip`: GeoIP enrichment is not modelled.)
+  `time`, `distinct_id`, `$insert_id`, `token`, `ip`. Expressions are evaluated against the whole `Event`:
+  `properties["time"]`, `properties["distinct_id"]` and `properties["$insert_id"]` (and their `event[...]`
+  forms) read the event's fields, any other key the stored properties (see expr.py), so `properties["token"]`
+  is undefined. (Datasets must not carry `ip`: GeoIP enrichment is not modelled.)
 - from_date/to_date are inclusive whole local days: [local midnight of from_date, local midnight after to_date).
 - Bucket keys are local wall-clock: `yyyy-mm-dd` for day, the Monday for week, the 1st for month;
   `yyyy-mm-dd HH:00:00` for hour and `yyyy-mm-dd HH:MM:00` for minute. A repeated wall-clock hour (DST fall

@@ -1,30 +1,54 @@
 """Independent evaluator of the segmentation expression language (semantics.md §3.2 grammar, §3.3 rules).
 
-Public: `evaluate(text, properties)`, `where_matches`, `on_keys`, `as_number`, `segment_keys(value)`,
-`to_string(value)`, `UNDEFINED`, `DateTime`, `ExprError`.
+Public: `evaluate(text, event)`, `where_matches(text, event)`, `on_keys(text, event)`, `as_number(text, event)`,
+`segment_keys(value)`, `to_string(value)`, `parse(text)`, `UNDEFINED`, `DateTime`, `ExprError`.
+`event` is a stored event (`_common.Event`: name, time_ms, distinct_id, insert_id, properties), because some
+accessors read the event's own fields rather than its stored properties.
 
-Value model: undefined = UNDEFINED; null = None; bool; number = int | float (never bool); str; list; dict
-(object); DateTime (epoch seconds, UTC).
+Value model: undefined = UNDEFINED; null = None; bool; number = int | float (never bool), treated as an IEEE
+double (arithmetic, comparison and printing go through float); str; list; dict (object); DateTime (epoch
+seconds, UTC).
 
-Interpretations where §3 is silent:
-- `properties["k"]` / `event["k"]` read the event's stored properties (missing -> undefined, JSON null -> null);
-  `user[...]` and `behaviors[...]` are undefined (no profiles in the oracle).
+Where §3 is silent, the oracle follows the decisions documented by the expression compiler
+(services/query/expr/__init__.py) and pinned by tests/conformance/expr_semantics.json (the self-check runs
+every case); this module shares no code with it.
+- Accessors: `properties["time"]`, `event["time"]`, `event["$time"]` are the event time (a datetime, ms
+  precision); `properties["distinct_id"]`, `event["distinct_id"]`, `event["$distinct_id"]` the event's
+  distinct_id (string); `properties["$insert_id"]`, `event["$insert_id"]` its insert id. Any other key reads
+  the stored properties (missing -> undefined, JSON null -> null); `event[...]` is `properties[...]` otherwise.
+  `user[...]` and `behaviors[...]` are an ExprError (a 400 in event expressions).
 - `defined(x)` is true iff x is not undefined (a JSON null is "set").
+- `==` is false across types, with one exception: a datetime equals an ISO string of the same instant.
+  undefined == undefined and null == null are true; numbers compare as doubles (1 == 1.0); lists compare
+  element-wise by these rules; objects by their stored JSON text (key order and 1 vs 1.0 matter).
+- Ordering compares number/number, string/string (code points = UTF-8 byte order), datetime/datetime, and a
+  datetime with an ISO string; anything else (incl. a non-ISO string against a datetime) is undefined.
+- ISO strings (for datetime() and for datetime/string comparisons): `YYYY-MM-DD`, optionally `T` or a space
+  and `HH:MM[:SS[.fraction]]`, optionally `Z` or `±HH[:]MM`; naive = UTC; the instant must lie in
+  [1900-01-01, 2300-01-01) UTC; a fraction is truncated to milliseconds (the precision of event times).
+  `datetime(n)`: epoch seconds, milliseconds when n >= 1e10, same range.
+  Outside the range / unparsable -> undefined; a string or number literal argument that gives undefined
+  (`datetime("yesterday")`) is an ExprError.
+- `in`: string in string = case-sensitive substring; a scalar (null, boolean, number, string, datetime) in a
+  list = membership by `==` (1 is not in ["1"]; a datetime is found among ISO strings of its instant);
+  anything else (a list or object on the left, undefined, a non-list/non-string right side) is undefined.
+  A list literal is a JSON list: an undefined element is stored as null (`null in [properties["x"]]` is
+  true) and a datetime element as its string() text.
+- Arithmetic: numbers only; a result that is not finite (overflow, x/0, x%0) is undefined; `%` takes the
+  sign of the dividend. A number literal that does not fit a double is an ExprError.
 - `number("s")` accepts only `[+-]digits[.digits][e[+-]digits]` (also ".5" / "5."), no whitespace, no
-  inf/nan/hex; objects, lists and datetimes are undefined. `string()` of a list/object is undefined,
-  of a datetime `YYYY-MM-DDTHH:MM:SS` (UTC). Numbers print JS-style: integral values without ".0"
-  (42.0 -> "42"), others as Python's shortest repr (1.5 -> "1.5").
+  inf/nan/hex, and must be finite ("1e400" is undefined); `number(datetime)` is epoch seconds; objects and
+  lists are undefined. `string()` of a list/object is undefined, of a datetime `YYYY-MM-DDTHH:MM:SS` (UTC),
+  of a number JavaScript's Number#toString (1, 1.5, 1e+21, 1e-7, 0 for -0).
 - `boolean(x)`: false for false, 0, "", "false", null, undefined; true for everything else (incl. [] and {}).
-- `==` on undefined == undefined is true (same "type"); lists/objects compare element-wise; 1 == 1.0.
-- Ordering compares number/number, string/string (code points), datetime/datetime, and datetime with an
-  ISO-8601 string (`YYYY-MM-DD[THH:MM[:SS[.f]]][Z|±HH:MM]`, naive = UTC); anything else is undefined.
-- `in`: string in string = case-sensitive substring; x in list = membership by `==`; else undefined.
-- `and`/`or` take booleans or undefined (undefined = false) and return a boolean; any other operand type
-  raises ExprError (no short-circuit, so the type rule is checked on both sides).
-- `round` rounds halves up (floor(x + 0.5)), as JavaScript's Math.round; floor/ceil/round return ints.
-- `datetime(n)` takes epoch seconds (>= 1e10 means ms, as for import times); `datetime("iso")` as above.
+- `and`/`or` return a boolean; an operand counts as true only when it is boolean true (undefined and, at run
+  time, any non-boolean value such as the string "true" count as false). An operand that can never be
+  boolean or undefined (e.g. `1`, `"x"`, `string(...)`, `properties["time"]`) is an ExprError.
+- `not`: boolean -> negation; undefined -> true; anything else -> undefined.
+- `round` rounds halves up (JavaScript's Math.round: -2.5 -> -2); floor/ceil/round of a non-number are undefined.
 - Extra functions: has_prefix, has_suffix, lower, upper (strings only, else undefined).
 - String literals use double or single quotes with JSON-style escapes (\\" \\' \\\\ \\/ \\n \\t \\r \\b \\f \\uXXXX).
+  An expression longer than 4096 characters is an ExprError.
 - Segment keys (`on_keys`): the value's string() form; a list yields one key per element (deduplicated, in
   order), elements that are null/lists/objects yield nothing; undefined, null and objects yield no key.
 """
@@ -34,11 +58,18 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
+from decimal import Decimal
 from functools import lru_cache
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ._common import Event
 
 __all__ = ["UNDEFINED", "DateTime", "ExprError", "evaluate", "where_matches", "on_keys", "as_number",
            "segment_keys", "to_string", "parse"]
+
+MAX_LENGTH = 4096
 
 
 class _Undefined:
@@ -56,6 +87,11 @@ class ExprError(ValueError):
 @dataclass(frozen=True, order=True)
 class DateTime:
     epoch: float  # seconds since the epoch, UTC
+
+
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+MIN_EPOCH = (datetime(1900, 1, 1, tzinfo=timezone.utc) - EPOCH).total_seconds()   # inclusive
+MAX_EPOCH = (datetime(2300, 1, 1, tzinfo=timezone.utc) - EPOCH).total_seconds()   # exclusive
 
 
 # ------------------------------------------------------------------------------------------------ lexer
@@ -77,6 +113,13 @@ def _unquote(tok: str) -> str:
         raise ExprError(f"bad string literal {tok}: {exc}") from None
 
 
+def _number_literal(tok: str) -> int | float:
+    value = float(tok) if any(c in tok for c in ".eE") else int(tok)
+    if not _finite(value):
+        raise ExprError(f"number {tok} is out of range")
+    return value
+
+
 def _lex(text: str) -> list[tuple[str, object]]:
     toks, pos = [], 0
     while pos < len(text):
@@ -86,7 +129,7 @@ def _lex(text: str) -> list[tuple[str, object]]:
         kind, tok = m.lastgroup, m.group()
         pos = m.end()
         if kind == "num":
-            toks.append(("lit", float(tok) if any(c in tok for c in ".eE") else int(tok)))
+            toks.append(("lit", _number_literal(tok)))
         elif kind == "str":
             toks.append(("lit", _unquote(tok)))
         elif kind in ("name", "op"):
@@ -97,6 +140,12 @@ def _lex(text: str) -> list[tuple[str, object]]:
 
 # ----------------------------------------------------------------------------------------------- parser
 _ACCESSORS = {"properties", "user", "event", "behaviors"}
+# Keys that read the event's own fields instead of its stored properties: accessor -> key -> field.
+_COLUMNS = {
+    "properties": {"time": "time", "distinct_id": "distinct_id", "$insert_id": "insert_id"},
+    "event": {"time": "time", "$time": "time", "distinct_id": "distinct_id", "$distinct_id": "distinct_id",
+              "$insert_id": "insert_id"},
+}
 _FUNCS = {"defined": 1, "number": 1, "string": 1, "boolean": 1, "datetime": 1, "floor": 1, "round": 1,
           "ceil": 1, "has_prefix": 2, "has_suffix": 2, "lower": 1, "upper": 1}
 _CMP = {"==", "!=", ">", ">=", "<", "<="}
@@ -191,7 +240,10 @@ class _Parser:
                 if not isinstance(key, str):
                     raise ExprError(f"{v}[...] needs a string key")
                 self.take("op", "]")
-                return ("get", v, key)
+                if v in ("user", "behaviors"):
+                    raise ExprError(f"{v}[...] is not available in an event expression")
+                field = _COLUMNS[v].get(key)
+                return ("field", field) if field else ("get", key)
             if v in _FUNCS and self.at("op", "("):
                 self.i += 1
                 args = self.args(")")
@@ -216,7 +268,92 @@ class _Parser:
 
 @lru_cache(maxsize=1024)
 def parse(text: str) -> tuple:
-    return _Parser(text).parse()
+    """The syntax tree, after the static checks (length, datetime literals, and/or operand types)."""
+    if len(text) > MAX_LENGTH:
+        raise ExprError(f"expression longer than {MAX_LENGTH} characters")
+    node = _Parser(text).parse()
+    _kinds(node)
+    return node
+
+
+# ------------------------------------------------------------------------------------------ static kinds
+_JSON_KINDS = frozenset({"undefined", "null", "boolean", "number", "string", "list", "object"})
+_SCALARS = frozenset({"null", "boolean", "number", "string", "datetime"})
+
+
+def _kinds(node: tuple) -> frozenset[str]:
+    """The types the node can evaluate to, over all events; raises ExprError on the static errors."""
+    kind = node[0]
+    if kind == "lit":
+        return frozenset({_type(node[1])})
+    if kind == "list":
+        for item in node[1]:
+            _kinds(item)
+        return frozenset({"list"})
+    if kind == "field":
+        return frozenset({"datetime" if node[1] == "time" else "string"})
+    if kind == "get":
+        return _JSON_KINDS
+    if kind == "neg":
+        ks = _kinds(node[1])
+        return frozenset(({"number"} if "number" in ks else set()) | ({"undefined"} if ks - {"number"} else set()))
+    if kind == "not":
+        ks = _kinds(node[1])
+        logical = {"boolean", "undefined"}
+        return frozenset(({"boolean"} if ks & logical else set()) | ({"undefined"} if ks - logical else set()))
+    if kind == "call":
+        return _call_kinds(node[1], node[2], [_kinds(a) for a in node[2]])
+    op, ka, kb = node[1], _kinds(node[2]), _kinds(node[3])
+    if op in ("and", "or"):
+        for ks in (ka, kb):
+            if not ks & {"boolean", "undefined"}:
+                raise ExprError(f"the operands of '{op}' must be boolean, got {'/'.join(sorted(ks))}")
+        return frozenset({"boolean"})
+    if op in ("==", "!="):
+        return frozenset({"boolean"})
+    if op in _CMP or op == "in":
+        return frozenset({"boolean", "undefined"})
+    out: set[str] = set()
+    for x in ka:
+        for y in kb:
+            if x == y == "number":
+                out |= {"number", "undefined"}        # the result may overflow
+            else:
+                out.add("string" if op == "+" and x == y == "string" else "undefined")
+    return frozenset(out)
+
+
+# function -> (result type, argument types that can give it, argument types that may still give undefined)
+_CALL_KINDS = {
+    "number": ("number", {"number", "boolean", "string", "datetime"}, {"string"}),
+    "string": ("string", {"number", "boolean", "string", "datetime"}, set()),
+    "datetime": ("datetime", {"number", "string", "datetime"}, {"number", "string"}),
+    "floor": ("number", {"number"}, set()),
+    "ceil": ("number", {"number"}, set()),
+    "round": ("number", {"number"}, set()),
+    "lower": ("string", {"string"}, set()),
+    "upper": ("string", {"string"}, set()),
+    "has_prefix": ("boolean", {"string"}, set()),
+    "has_suffix": ("boolean", {"string"}, set()),
+}
+
+
+def _call_kinds(name: str, args: tuple, ks: list[frozenset[str]]) -> frozenset[str]:
+    if name in ("defined", "boolean"):
+        return frozenset({"boolean"})
+    if name == "datetime" and args[0][0] == "lit" and _type(args[0][1]) in ("number", "string"):
+        if _datetime(args[0][1]) is UNDEFINED:
+            raise ExprError(f"datetime() needs an ISO date or an epoch time in [1900, 2300), got {args[0][1]!r}")
+        return frozenset({"datetime"})
+    result, good, may_fail = _CALL_KINDS[name]
+    out: set[str] = set()
+    if all(k & good for k in ks):
+        out.add(result)
+    if any(k - good - ({"null"} if name == "string" else set()) or k & may_fail for k in ks):
+        out.add("undefined")
+    if name == "string" and "null" in ks[0]:
+        out.add("null")
+    return frozenset(out)
 
 
 # -------------------------------------------------------------------------------------------- semantics
@@ -236,34 +373,71 @@ def _num(v: object) -> bool:
     return _type(v) == "number"
 
 
+def _float(x: int | float) -> float:
+    """A number as the double it stands for (an int too large for a double is infinite)."""
+    try:
+        return float(x)
+    except OverflowError:
+        return math.inf if x > 0 else -math.inf
+
+
+def _finite(x: int | float) -> bool:
+    return math.isfinite(_float(x))
+
+
+def _json_text(v: object) -> str:
+    return json.dumps(v, ensure_ascii=False, separators=(",", ":"))
+
+
 def _eq(a: object, b: object) -> bool:
-    ta = _type(a)
-    if ta != _type(b):
+    ta, tb = _type(a), _type(b)
+    if {ta, tb} == {"datetime", "string"}:
+        a2 = _parse_iso(a) if ta == "string" else a
+        b2 = _parse_iso(b) if tb == "string" else b
+        return a2 is not None and b2 is not None and a2.epoch == b2.epoch
+    if ta != tb:
         return False
     if ta == "list":
         return len(a) == len(b) and all(_eq(x, y) for x, y in zip(a, b))
     if ta == "object":
-        return a.keys() == b.keys() and all(_eq(a[k], b[k]) for k in a)
+        return _json_text(a) == _json_text(b)
+    if ta == "number":
+        return _float(a) == _float(b)
     return a is b if ta == "undefined" else a == b
 
 
-_ISO = re.compile(r"\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?(Z|[+-]\d{2}:\d{2})?")
+_ISO = re.compile(r"(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d+))?)?)?(Z|[+-]\d{2}:?\d{2})?")
+
+
+def _in_range(epoch: float) -> DateTime | None:
+    return DateTime(epoch) if MIN_EPOCH <= epoch < MAX_EPOCH else None
 
 
 def _parse_iso(s: str) -> DateTime | None:
-    if not _ISO.fullmatch(s):
+    m = _ISO.fullmatch(s)
+    if not m:
         return None
+    year, month, day, hour, minute, second, fraction, zone = m.groups()
+    offset = 0
+    if zone and zone != "Z":
+        oh, om = int(zone[1:3]), int(zone[-2:])
+        if oh > 23 or om > 59:
+            return None
+        offset = (oh * 60 + om) * 60 * (-1 if zone[0] == "-" else 1)
     try:
-        dt = datetime.fromisoformat(s.replace("Z", "+00:00"))
+        dt = datetime(int(year), int(month), int(day), int(hour or 0), int(minute or 0), int(second or 0),
+                      tzinfo=timezone.utc)
     except ValueError:
         return None
-    dt = dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
-    return DateTime(dt.timestamp())
+    whole = (dt - EPOCH) // timedelta(seconds=1) - offset
+    return _in_range(whole + int((fraction or "").ljust(3, "0")[:3]) / 1000)   # kept to the millisecond
 
 
 def _ordered(a: object, b: object) -> tuple[object, object] | None:
     ta, tb = _type(a), _type(b)
-    if ta == tb and ta in ("number", "string", "datetime"):
+    if ta == tb == "number":
+        return _float(a), _float(b)
+    if ta == tb and ta in ("string", "datetime"):
         return a, b
     if {ta, tb} == {"datetime", "string"}:
         a2 = _parse_iso(a) if ta == "string" else a
@@ -282,17 +456,32 @@ def to_number(v: object) -> object:
         return v
     if t == "boolean":
         return 1.0 if v else 0.0
+    if t == "datetime":
+        return float(v.epoch)
     if t == "string" and _NUMBER_TEXT.fullmatch(v):
-        return float(v)
+        x = float(v)
+        return x if math.isfinite(x) else UNDEFINED
     return UNDEFINED
 
 
 def _number_text(x: int | float) -> str:
-    if isinstance(x, int):
-        return str(x)
-    if x.is_integer() and abs(x) < 1e21:
-        return str(int(x))
-    return repr(x)
+    """JavaScript's Number#toString for a finite double (ECMA-262 Number::toString, radix 10)."""
+    x = _float(x)
+    if x == 0:
+        return "0"                                   # also -0
+    if x < 0:
+        return "-" + _number_text(-x)
+    _, digit_tuple, exp = Decimal(repr(x)).normalize().as_tuple()   # repr = the shortest round-trip digits
+    digits = "".join(map(str, digit_tuple))
+    k, n = len(digits), exp + len(digits)            # x = 0.<digits> * 10**n
+    if k <= n <= 21:
+        return digits + "0" * (n - k)
+    if 0 < n <= 21:
+        return digits[:n] + "." + digits[n:]
+    if -6 < n <= 0:
+        return "0." + "0" * -n + digits
+    e = n - 1
+    return digits[0] + ("." + digits[1:] if k > 1 else "") + "e" + ("+" if e >= 0 else "-") + str(abs(e))
 
 
 def to_string(v: object) -> object:
@@ -304,29 +493,43 @@ def to_string(v: object) -> object:
     if t == "boolean":
         return "true" if v else "false"
     if t == "datetime":
-        return datetime.fromtimestamp(v.epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+        return (EPOCH + timedelta(seconds=math.floor(v.epoch))).strftime("%Y-%m-%dT%H:%M:%S")   # truncated
     return UNDEFINED
 
 
 def to_boolean(v: object) -> bool:
     return not (v is UNDEFINED or v is None or v is False or v == "" or v == "false"
-                or (_num(v) and v == 0))
+                or (_num(v) and _float(v) == 0))
 
 
 def _datetime(v: object) -> object:
-    if _num(v):
-        return DateTime(v / 1000 if v >= 1e10 else float(v))
-    if _type(v) == "string":
+    t = _type(v)
+    if t == "number":
+        x = _float(v)
+        return (_in_range(x / 1000 if x >= 1e10 else x) if math.isfinite(x) else None) or UNDEFINED
+    if t == "string":
         return _parse_iso(v) or UNDEFINED
-    return v if _type(v) == "datetime" else UNDEFINED
+    return v if t == "datetime" else UNDEFINED
 
 
-def _logic(v: object, op: str) -> bool:
-    if v is UNDEFINED:
-        return False
-    if isinstance(v, bool):
-        return v
-    raise ExprError(f"operand of '{op}' must be boolean or undefined, got {_type(v)}")
+def _round(x: float) -> float:
+    """JavaScript's Math.round: halves go up (-2.5 -> -2); exact, no floor(x + 0.5) rounding error."""
+    f = math.floor(x)
+    return float(f + 1 if x - f >= 0.5 else f)
+
+
+def _arith(op: str, a: object, b: object) -> object:
+    if op == "+" and _type(a) == _type(b) == "string":
+        return a + b
+    if not (_num(a) and _num(b)):
+        return UNDEFINED
+    x, y = _float(a), _float(b)
+    try:
+        r = x + y if op == "+" else x - y if op == "-" else x * y if op == "*" else x / y if op == "/" \
+            else math.fmod(x, y)
+    except (ZeroDivisionError, ValueError):          # x / 0, x % 0
+        return UNDEFINED
+    return r if math.isfinite(r) else UNDEFINED
 
 
 def _binary(op: str, a: object, b: object) -> object:
@@ -341,24 +544,13 @@ def _binary(op: str, a: object, b: object) -> object:
         x, y = pair
         return {">": x > y, ">=": x >= y, "<": x < y, "<=": x <= y}[op]
     if op == "in":
-        if _type(a) == "string" and _type(b) == "string":
-            return a in b
-        if _type(b) == "list" and a is not UNDEFINED:
+        ta, tb = _type(a), _type(b)
+        if tb == "string":
+            return a in b if ta == "string" else UNDEFINED
+        if tb == "list" and ta in _SCALARS:
             return any(_eq(a, item) for item in b)
         return UNDEFINED
-    if op == "+" and _type(a) == "string" and _type(b) == "string":
-        return a + b
-    if not (_num(a) and _num(b)):
-        return UNDEFINED
-    if op == "+":
-        return a + b
-    if op == "-":
-        return a - b
-    if op == "*":
-        return a * b
-    if b == 0:
-        return UNDEFINED
-    return a / b if op == "/" else math.fmod(a, b)
+    return _arith(op, a, b)
 
 
 def _call(name: str, args: list[object]) -> object:
@@ -376,7 +568,8 @@ def _call(name: str, args: list[object]) -> object:
     if name in ("floor", "ceil", "round"):
         if not _num(x):
             return UNDEFINED
-        return math.floor(x) if name == "floor" else math.ceil(x) if name == "ceil" else math.floor(x + 0.5)
+        y = _float(x)
+        return float(math.floor(y)) if name == "floor" else float(math.ceil(y)) if name == "ceil" else _round(y)
     if not all(_type(a) == "string" for a in args):
         return UNDEFINED
     if name == "has_prefix":
@@ -386,39 +579,47 @@ def _call(name: str, args: list[object]) -> object:
     return x.lower() if name == "lower" else x.upper()
 
 
-def _eval(node: tuple, props: dict) -> object:
+def _field(event: Event, name: str) -> object:
+    if name == "time":
+        return DateTime(event.time_ms / 1000)
+    return event.distinct_id if name == "distinct_id" else event.insert_id
+
+
+def _eval(node: tuple, event: Event) -> object:
     kind = node[0]
     if kind == "lit":
         return node[1]
-    if kind == "list":
-        return [_eval(n, props) for n in node[1]]
+    if kind == "list":                               # a list is JSON: undefined -> null, datetime -> its text
+        return [None if v is UNDEFINED else to_string(v) if isinstance(v, DateTime) else v
+                for v in (_eval(n, event) for n in node[1])]
     if kind == "get":
-        if node[1] in ("user", "behaviors"):
-            return UNDEFINED
-        return props.get(node[2], UNDEFINED)
+        return event.properties.get(node[1], UNDEFINED)
+    if kind == "field":
+        return _field(event, node[1])
     if kind == "call":
-        return _call(node[1], [_eval(n, props) for n in node[2]])
+        return _call(node[1], [_eval(n, event) for n in node[2]])
     if kind == "neg":
-        v = _eval(node[1], props)
-        return -v if _num(v) else UNDEFINED
+        v = _eval(node[1], event)
+        return -_float(v) if _num(v) else UNDEFINED
     if kind == "not":
-        v = _eval(node[1], props)
+        v = _eval(node[1], event)
         return True if v is UNDEFINED else (not v) if isinstance(v, bool) else UNDEFINED
     op = node[1]
-    if op in ("and", "or"):
-        a, b = _logic(_eval(node[2], props), op), _logic(_eval(node[3], props), op)
+    if op in ("and", "or"):                          # only boolean true counts as true
+        a, b = _eval(node[2], event) is True, _eval(node[3], event) is True
         return (a and b) if op == "and" else (a or b)
-    return _binary(op, _eval(node[2], props), _eval(node[3], props))
+    return _binary(op, _eval(node[2], event), _eval(node[3], event))
 
 
 # ------------------------------------------------------------------------------------------- public API
-def evaluate(text: str, properties: dict) -> object:
-    return _eval(parse(text), properties)
+def evaluate(text: str, event: Event) -> object:
+    """The value of the expression for one stored event (`_common.Event`)."""
+    return _eval(parse(text), event)
 
 
-def where_matches(text: str | None, properties: dict) -> bool:
+def where_matches(text: str | None, event: Event) -> bool:
     """A `where` keeps an event only when the expression is boolean true. Empty/None `where` keeps all."""
-    return True if not text else evaluate(text, properties) is True
+    return True if not text else evaluate(text, event) is True
 
 
 def segment_keys(value: object) -> list[str]:
@@ -431,11 +632,11 @@ def segment_keys(value: object) -> list[str]:
     return keys
 
 
-def on_keys(text: str, properties: dict) -> list[str]:
-    return segment_keys(evaluate(text, properties))
+def on_keys(text: str, event: Event) -> list[str]:
+    return segment_keys(evaluate(text, event))
 
 
-def as_number(text: str, properties: dict) -> float | None:
+def as_number(text: str, event: Event) -> float | None:
     """The numeric value of the expression, or None when it is not a number (no implicit casts)."""
-    v = evaluate(text, properties)
-    return float(v) if _num(v) else None
+    v = evaluate(text, event)
+    return _float(v) if _num(v) else None

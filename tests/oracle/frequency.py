@@ -38,7 +38,7 @@ def frequency(events: list[dict], tz, params: dict, now: datetime | None = None)
     slots: dict[tuple[str, str | None], dict[str, set[int]]] = defaultdict(lambda: defaultdict(set))
     seg_users: dict[str, set[str]] = defaultdict(set)
     for e in prepare(events):
-        if not e.distinct_id or (event and e.name != event) or not where_matches(where, e.properties):
+        if not e.distinct_id or (event and e.name != event) or not where_matches(where, e):
             continue
         dt = local(e.time_ms, tz)
         start = calendar_start(dt.date(), unit)
@@ -48,7 +48,7 @@ def frequency(events: list[dict], tz, params: dict, now: datetime | None = None)
         slot = offset * 24 + dt.hour if per_hour else offset
         key = start.isoformat()
         slots[(key, None)][e.distinct_id].add(slot)
-        for seg in (on_keys(on, e.properties) if on else []):
+        for seg in (on_keys(on, e) if on else []):
             slots[(key, seg)][e.distinct_id].add(slot)
             seg_users[seg].add(e.distinct_id)
 

@@ -49,7 +49,7 @@ GRACE_MS = 2000
 
 def _matches(step: dict, e: Event) -> bool:
     names = step["custom_event"]["events"] if step.get("custom_event") else [step["event"]]
-    return e.name in names and where_matches(step.get("selector"), e.properties)
+    return e.name in names and where_matches(step.get("selector"), e)
 
 
 def run_attempt(steps: list[dict], user_events: list[Event], entry: int, window_ms: int) -> list[int]:
@@ -122,7 +122,7 @@ def funnels(events: list[dict], tz, params: dict, funnel: dict, now: datetime | 
 
     by_user: dict[str, list[Event]] = defaultdict(list)
     for e in prepare(events):
-        if e.distinct_id and where_matches(where, e.properties):
+        if e.distinct_id and where_matches(where, e):
             by_user[e.distinct_id].append(e)
 
     # bucket -> list of (attempt times, segment keys of the entry event)
@@ -135,7 +135,7 @@ def funnels(events: list[dict], tz, params: dict, funnel: dict, now: datetime | 
             if key is None or key in seen or not _matches(steps[0], e):
                 continue
             seen.add(key)
-            segs = on_keys(on, e.properties) if on else []
+            segs = on_keys(on, e) if on else []
             per_bucket[key].append((run_attempt(steps, evs, i, window_ms), segs))
 
     data: dict[str, dict] = {}

@@ -57,7 +57,7 @@ def retention(events: list[dict], tz, params: dict, now: datetime | None = None)
     event, where, on = params.get("event"), params.get("where"), params.get("on")
 
     def is_return(e: Event) -> bool:
-        return (not event or e.name == event) and where_matches(where, e.properties)
+        return (not event or e.name == event) and where_matches(where, e)
 
     by_user: dict[str, list[Event]] = defaultdict(list)
     for e in prepare(events):
@@ -70,7 +70,7 @@ def retention(events: list[dict], tz, params: dict, now: datetime | None = None)
         evs = by_user[uid]
         if (params.get("retention_type") or "birth") == "birth":
             born = [e for e in evs if e.name == params["born_event"]
-                    and where_matches(params.get("born_where"), e.properties)]
+                    and where_matches(params.get("born_where"), e)]
             anchors = born[:1]
         else:
             firsts: dict[str, Event] = {}
@@ -96,7 +96,7 @@ def retention(events: list[dict], tz, params: dict, now: datetime | None = None)
                 if i >= n_buckets:
                     continue
                 hits[(key, None)][i].add(uid)
-                for seg in (on_keys(on, r.properties) if on else []):
+                for seg in (on_keys(on, r) if on else []):
                     hits[(key, seg)][i].add(uid)
                     seg_users[seg].add(uid)
 

@@ -45,7 +45,7 @@ def _selected(events: list[dict], tz, params: dict, now, allow_interval_days: bo
     picked = []
     for e in prepare(events):
         key = tl.key(e.time_ms) if e.name == name else None
-        if key is not None and where_matches(where, e.properties):
+        if key is not None and where_matches(where, e):
             picked.append((key, e))
     return tl, picked
 
@@ -56,7 +56,7 @@ def segmentation(events: list[dict], tz, params: dict, now: datetime | None = No
     on = params.get("on")
     cells: dict[str, dict[str, list[Event]]] = defaultdict(lambda: defaultdict(list))
     for key, e in picked:
-        for seg in (on_keys(on, e.properties) if on else [params["event"]]):
+        for seg in (on_keys(on, e) if on else [params["event"]]):
             cells[seg][key].append(e)
     if on:
         totals = {seg: rank_total(kind, [e for evs in by_key.values() for e in evs]) for seg, by_key in cells.items()}
@@ -113,7 +113,7 @@ def bucket_labels(values: list[float], buckets: int = 10) -> tuple[list[str], Ca
 def numeric(events: list[dict], tz, params: dict, now: datetime | None = None) -> dict:
     kind = params.get("type") or "general"
     tl, picked = _selected(events, tz, params, now)
-    numbers = [(key, e, as_number(params["on"], e.properties)) for key, e in picked]
+    numbers = [(key, e, as_number(params["on"], e)) for key, e in picked]
     numbers = [(key, e, x) for key, e, x in numbers if x is not None]
     values: dict[str, dict[str, int | float]] = {}
     if numbers:
@@ -134,7 +134,7 @@ def _per_bucket(events: list[dict], tz, params: dict, now) -> tuple[tuple[str, .
     tl, picked = _selected(events, tz, params, now)
     per: dict[str, list[float]] = {k: [] for k in tl.series}
     for key, e in picked:
-        x = as_number(params["on"], e.properties)
+        x = as_number(params["on"], e)
         per[key].append(0.0 if x is None else x)
     return tl.series, per
 

@@ -5,6 +5,7 @@ import json
 import re
 from datetime import datetime, timedelta, timezone
 from fractions import Fraction
+from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -13,7 +14,7 @@ from hypothesis import strategies as st
 
 from . import events as ev_mod
 from . import expr, frequency, funnels, properties, retention, segmentation, stream
-from ._common import day_start_ms, key_of, parse_date, prepare, timeline, to_ms
+from ._common import Event, day_start_ms, key_of, parse_date, prepare, timeline, to_ms
 from tests import factories
 
 UTC = timezone.utc
@@ -280,7 +281,10 @@ def test_stream_order_and_seconds():
 
 
 # ------------------------------------------------------------------------------------------------- expressions
-P = {"ref": "www.Facebook.com", "n": "42", "x": 3, "ids": [1, 2, "P2"], "t": True, "z": None, "o": {"a": 1}}
+P = {"ref": "www.Facebook.com", "n": "42", "x": 3, "ids": [1, 2, "P2"], "t": True, "z": None, "o": {"a": 1},
+     "o2": {"a": 1.0}, "ts": "true", "iso": "2024-01-01T00:00:00Z", "big": 10**400}
+EV = prepare([{"event": "X", "properties": {"time": 1_704_067_200_500, "distinct_id": 12345, "$insert_id": "ins-1",
+                                            "token": "tok", **P}}])[0]
 CASES = [
     ('"Facebook" in properties["ref"]', True), ('"facebook" in properties["ref"]', False),
     ('not "Facebook" in properties["missing"]', True), ('"P2" in properties["ids"]', True),
@@ -296,28 +300,115 @@ CASES = [
     ('floor(-1.5)', -2), ('round(2.5)', 3), ('ceil("1")', expr.UNDEFINED),
     ('datetime("2024-01-02") > datetime("2024-01-01T23:59:59")', True),
     ('"2024-01-02T00:00:00" > datetime(1704067200)', True), ('"b" > "a"', True), ('true > false', expr.UNDEFINED),
-    ('has_prefix(properties["ref"], "www")', True), ('user["$email"] == "x"', False), ("'single'", "single"),
+    ('has_prefix(properties["ref"], "www")', True), ("'single'", "single"),
+    # event fields: the lifted import keys are read from the event, not from the stored properties
+    ('properties["time"] == datetime(1704067200500)', True), ('event["$time"] == event["time"]', True),
+    ('string(properties["time"])', "2024-01-01T00:00:00"), ('number(event["time"])', 1704067200.5),
+    ('properties["distinct_id"]', "12345"), ('event["$distinct_id"]', "12345"), ('event["distinct_id"]', "12345"),
+    ('properties["$insert_id"]', "ins-1"), ('event["$insert_id"]', "ins-1"), ('properties["token"]', expr.UNDEFINED),
+    ('properties["$time"]', expr.UNDEFINED), ('properties["$distinct_id"]', expr.UNDEFINED),
+    # datetimes and ISO strings
+    ('properties["iso"] == properties["time"]', False), ('properties["iso"] == datetime("2024-01-01")', True),
+    ('datetime("2024-01-01 02:00+0200") == "2024-01-01T00:00:00"', True), ('datetime("2024-01-01") != "x"', True),
+    ('datetime("2024-01-01") in ["x", "2024-01-01T00:00:00Z"]', True),
+    ('"2024-01-01T00:00:00" in [datetime(1704067200)]', True),
+    ('"2024-01-01" in [datetime(1704067200)]', False), ('datetime(null)', expr.UNDEFINED),
+    ('datetime(properties["x"] * 1e14)', expr.UNDEFINED), ('datetime("1899-12-31T23:59:59Z" + "")', expr.UNDEFINED),
+    ('datetime("2299-12-31T23:59:59Z" + "") > properties["iso"]', True),
+    ('datetime("2024-01-01T10:00:00+05:60" + "")', expr.UNDEFINED),
+    ('string(datetime("2024-01-01T23:59:59.9999999"))', "2024-01-01T23:59:59"),
+    ('string(datetime(-0.5))', "1969-12-31T23:59:59"),
+    ('datetime("2024-01-01T00:00:00.0009") == "2024-01-01T00:00:00Z"', True),
+    ('number(datetime("1969-12-31T23:59:59.25"))', -0.75),
+    # numbers are doubles; non-finite results are undefined
+    ('1e308 * 10', expr.UNDEFINED), ('-1e308 - 1e308', expr.UNDEFINED), ('5 % 0', expr.UNDEFINED),
+    ('number("1e400")', expr.UNDEFINED), ('number("-1e400")', expr.UNDEFINED),
+    ('properties["big"] + 0', expr.UNDEFINED),
+    ('string(-0)', "0"), ('string(1e21)', "1e+21"), ('string(1e-7)', "1e-7"), ('string(0.000001)', "0.000001"),
+    ('string(123456789012345680000)', "123456789012345680000"), ('string(-1.5e-10)', "-1.5e-10"),
+    ('string(0.1 + 0.2)', "0.30000000000000004"), ('string(2.5e+25)', "2.5e+25"),
+    ('round(-2.5)', -2), ('round(0.49999999999999994)', 0), ('round(-0.5)', 0),
+    # in: only scalars are members, by == rules
+    ('[1] in properties["ids"]', expr.UNDEFINED), ('properties["o"] in [1]', expr.UNDEFINED),
+    ('"1" in properties["ids"]', False), ('null in [properties["missing"]]', True),
+    ('properties["missing"] in [null]', expr.UNDEFINED), ('[datetime(0)] == ["1970-01-01T00:00:00"]', True),
+    ('datetime(0) in [datetime(0)]', True),
+    # and/or: a run-time non-boolean counts as false
+    ('properties["ts"] and true', False), ('properties["ts"] or true', True), ('properties["ts"] or false', False),
+    ('properties["x"] + 1 or true', True), ('properties["o"] == properties["o2"]', False),
 ]
 
 
 @pytest.mark.parametrize(("text", "value"), CASES, ids=[c[0] for c in CASES])
 def test_expression_rules(text, value):
-    got = expr.evaluate(text, P)
+    got = expr.evaluate(text, EV)
     assert got is value if value is expr.UNDEFINED or value is None or isinstance(value, bool) else got == value
     assert type(got) is type(value) or isinstance(value, (int, float)) and not isinstance(got, bool)
 
 
-def test_expression_errors_and_keys():
+@pytest.mark.parametrize("bad", [
+    'properties["x"', 'foo(1)', 'properties[x]', '1 ==', 'defined(1, 2)', '"\\q"', '1e400', '1' * 400,
+    'user["$email"] == "x"', 'behaviors["b"] > 0', 'datetime("yesterday")', 'datetime("2300-01-01")',
+    'datetime("2024-01-01T10")', 'datetime(1e14)', '1 and true', '"x" or true', 'null and true', '[] or true',
+    '-1 and true', '"a" + "b" and true', 'string(1) and true', 'floor(1) or true',
+    'number(properties["time"]) or true', 'properties["time"] and true', 'event["$distinct_id"] or true',
+    'properties["x"] == ' + '"' + "y" * 4096 + '"',
+])
+def test_expression_static_errors(bad):
     with pytest.raises(expr.ExprError):
-        expr.evaluate('properties["ref"] and true', P)
-    for bad in ('properties["x"', 'foo(1)', 'properties[x]', '1 ==', 'defined(1, 2)', '"\\q"'):
-        with pytest.raises(expr.ExprError):
-            expr.parse(bad)
-    assert expr.on_keys('properties["ids"]', P) == ["1", "2", "P2"]
-    assert expr.on_keys('properties["missing"]', P) == [] and expr.on_keys('properties["z"]', P) == []
-    assert expr.on_keys('properties["o"]', P) == [] and expr.on_keys('properties["x"] / 2', P) == ["1.5"]
-    assert expr.where_matches('properties["x"]', P) is False and expr.where_matches(None, P) is True
-    assert expr.as_number('properties["n"]', P) is None and expr.as_number('number(properties["n"])', P) == 42.0
+        expr.parse(bad)
+
+
+@pytest.mark.parametrize("ok", ['not 1 and true', '1 + 2 and true', 'number("1") and true', 'properties["s"] and true',
+                                'datetime(properties["x"]) or true', 'string(properties["x"]) and true',
+                                'string(properties["x"]) == "" and true'])
+def test_expression_and_or_operands_that_may_be_boolean_or_undefined(ok):
+    assert expr.evaluate(ok, EV) in (True, False)
+
+
+def test_expression_keys():
+    assert expr.on_keys('properties["ids"]', EV) == ["1", "2", "P2"]
+    assert expr.on_keys('properties["missing"]', EV) == [] and expr.on_keys('properties["z"]', EV) == []
+    assert expr.on_keys('properties["o"]', EV) == [] and expr.on_keys('properties["x"] / 2', EV) == ["1.5"]
+    assert expr.on_keys('properties["time"]', EV) == ["2024-01-01T00:00:00"]
+    assert expr.on_keys('[datetime(0), 1e21, null, [1]]', EV) == ["1970-01-01T00:00:00", "1e+21"]
+    assert expr.where_matches('properties["x"]', EV) is False and expr.where_matches(None, EV) is True
+    assert expr.as_number('properties["n"]', EV) is None and expr.as_number('number(properties["n"])', EV) == 42.0
+    assert expr.as_number('properties["time"]', EV) is None and expr.as_number('number(properties["time"])', EV) \
+        == 1704067200.5
+
+
+CONFORMANCE = json.loads((Path(__file__).resolve().parents[1] / "conformance" / "expr_semantics.json")
+                         .read_text(encoding="utf-8"))
+
+
+def _conformance_event(props: dict) -> Event:
+    """The stored event for a case: `time` (epoch seconds), `distinct_id` and `$insert_id` in its props are the
+    event's own fields (defaults from the file), lifted out of the properties by the import normalisation."""
+    (event,) = prepare([{"event": "Test event", "properties": {**CONFORMANCE["defaults"], **props}}])
+    return event
+
+
+@pytest.mark.parametrize("case", CONFORMANCE["cases"], ids=[c["id"] for c in CONFORMANCE["cases"]])
+def test_conformance_case(case):
+    event = _conformance_event(case["props"])
+    got = expr.evaluate(case["expr"], event)
+    kind, want = case["type"], case.get("value")
+    assert expr._type(got) == kind, (case["expr"], got)
+    if kind == "datetime":
+        assert got.epoch == datetime.fromisoformat(want).replace(tzinfo=UTC).timestamp()
+    elif kind == "number":
+        assert got == pytest.approx(want, rel=1e-12, abs=1e-12)
+    elif kind in ("undefined", "null"):
+        assert "value" not in case
+    else:                                            # boolean, string, list, object: the JSON value
+        assert got == want
+    assert expr.where_matches(case["expr"], event) is (kind == "boolean" and want is True)
+    number = expr.as_number(case["expr"], event)
+    assert number is None if kind != "number" else number == pytest.approx(want, rel=1e-12, abs=1e-12)
+    if "on" in case:
+        on = case["on"]
+        assert expr.on_keys(case["expr"], event) == ([] if on is None else on if isinstance(on, list) else [on])
 
 
 # ------------------------------------------------------------------------------------------------- factories
