@@ -31,6 +31,7 @@ from zoneinfo import ZoneInfo
 
 from services.query.endpoints import QueryContext
 from services.query.errors import ParamError
+from services.query.reports import _common
 from services.query.reports._common import (
     UNITS,
     Binds,
@@ -47,7 +48,6 @@ from services.query.reports._common import (
     read_unit,
     series_csv,
     series_values,
-    utc_now,
 )
 from services.query.timerange import local_midnight_utc
 
@@ -92,7 +92,7 @@ def shape(rows: list[tuple[Any, ...]], req: EventsRequest) -> dict[str, Any]:
 
 
 async def events(ctx: QueryContext) -> Any:
-    req = EventsRequest.parse(ctx, utc_now())
+    req = EventsRequest.parse(ctx, _common.utc_now())
     body = shape(await build(req).run(ctx), req)
     return series_csv(body) if req.format == "csv" else body
 
@@ -137,7 +137,7 @@ def shape_top(today: list[tuple[Any, ...]], yesterday: list[tuple[Any, ...]], re
 
 
 async def top(ctx: QueryContext) -> Any:
-    req = TopRequest.parse(ctx, utc_now())
+    req = TopRequest.parse(ctx, _common.utc_now())
     today = await build_window(req.today).run(ctx)
     yesterday = await build_window(req.yesterday).run(ctx)
     return shape_top(today, yesterday, req)
@@ -171,5 +171,5 @@ def shape_names(rows: list[tuple[Any, ...]], req: NamesRequest) -> list[str]:
 
 
 async def names(ctx: QueryContext) -> Any:
-    req = NamesRequest.parse(ctx, utc_now())
+    req = NamesRequest.parse(ctx, _common.utc_now())
     return shape_names(await build_window(req.window).run(ctx), req)

@@ -30,6 +30,7 @@ from services.query.endpoints import QueryContext
 from services.query.expr import compile_on
 from services.query.expr.ast import Span
 from services.query.expr.typed import Prop
+from services.query.reports import _common
 from services.query.reports._common import (
     UNITS,
     Binds,
@@ -46,7 +47,6 @@ from services.query.reports._common import (
     segmented,
     segmented_values,
     series_csv,
-    utc_now,
 )
 from services.query.reports.events import last_31_days
 from services.query.sql import column, sql
@@ -111,7 +111,7 @@ def shape(rows: list[tuple[Any, ...]], req: PropertiesRequest) -> dict[str, Any]
 
 
 async def properties(ctx: QueryContext) -> Any:
-    req = PropertiesRequest.parse(ctx, utc_now())
+    req = PropertiesRequest.parse(ctx, _common.utc_now())
     body = shape(await build(req).run(ctx), req)
     return series_csv(body) if req.format == "csv" else body
 
@@ -140,7 +140,7 @@ def build_top(req: TopRequest) -> Query:
 
 
 async def top(ctx: QueryContext) -> Any:
-    req = TopRequest.parse(ctx, utc_now())
+    req = TopRequest.parse(ctx, _common.utc_now())
     return {key: {"count": n} for key, n in await build_top(req).run(ctx)}
 
 
@@ -172,6 +172,6 @@ def build_values(req: ValuesRequest) -> Query:
 
 
 async def values(ctx: QueryContext) -> Any:
-    req = ValuesRequest.parse(ctx, utc_now())
+    req = ValuesRequest.parse(ctx, _common.utc_now())
     return [value for value, _ in await build_values(req).run(ctx)]
 

@@ -36,6 +36,7 @@ from typing import Any
 from services.query.endpoints import QueryContext
 from services.query.expr import compile_number, compile_on, compile_where
 from services.query.expr.typed import TNode
+from services.query.reports import _common
 from services.query.reports._common import (
     Binds,
     Query,
@@ -56,7 +57,6 @@ from services.query.reports._common import (
     segmented_values,
     series_csv,
     series_values,
-    utc_now,
 )
 from services.query.sql import sql
 
@@ -123,7 +123,7 @@ def shape(rows: list[tuple[Any, ...]], req: SegmentationRequest) -> dict[str, An
 
 
 async def segmentation(ctx: QueryContext) -> Any:
-    req = SegmentationRequest.parse(ctx, utc_now())
+    req = SegmentationRequest.parse(ctx, _common.utc_now())
     body = shape(await build(req).run(ctx), req)
     return series_csv(body) if req.format == "csv" else body
 
@@ -252,7 +252,7 @@ def shape_numeric(rows: list[tuple[Any, ...]], req: NumericRequest, buckets: Buc
 
 
 async def numeric(ctx: QueryContext) -> Any:
-    req = NumericRequest.parse(ctx, utc_now())
+    req = NumericRequest.parse(ctx, _common.utc_now())
     ((low, high, found),) = await build_range(req).run(ctx)
     buckets = numeric_buckets(low, high, req.buckets) if found else None
     rows = await build_numeric(req, buckets).run(ctx) if buckets is not None else []
@@ -302,11 +302,11 @@ def shape_average(rows: list[tuple[Any, ...]], req: SumRequest) -> dict[str, Any
 
 
 async def sum_(ctx: QueryContext) -> Any:
-    now = utc_now()
+    now = _common.utc_now()
     req = SumRequest.parse(ctx, now)
     return shape_sum(await build_sum(req).run(ctx), req, now)
 
 
 async def average(ctx: QueryContext) -> Any:
-    req = SumRequest.parse(ctx, utc_now())
+    req = SumRequest.parse(ctx, _common.utc_now())
     return shape_average(await build_sum(req).run(ctx), req)
