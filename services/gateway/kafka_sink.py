@@ -11,9 +11,11 @@ Failure: broker unreachable, a refused batch, or no ack within
 `settings.kafka_publish_timeout` → `SinkUnavailableError` (503 + Retry-After). Events
 of a timed-out request may still reach Kafka later; the client's retry then creates
 duplicates, which the workers' dedup layers remove. Never a 200 for an unacknowledged
-event. After any failure the producer is replaced by a fresh one (a new producer id):
-an idempotent producer whose batches expired during an outage would otherwise answer
-every later send with OutOfOrderSequenceNumber, for good.
+event. When a batch fails (expired, refused) the producer is replaced by a fresh one (a
+new producer id): an idempotent producer whose batches expired during an outage would
+otherwise answer every later send with OutOfOrderSequenceNumber, for good. Past
+MAX_INFLIGHT_EVENTS waiting for acks, requests are refused at once (503) so that an
+overloaded gateway keeps acknowledging at capacity instead of timing everything out.
 """
 
 from __future__ import annotations
@@ -38,13 +40,21 @@ log = structlog.get_logger(__name__)
 
 BATCH_BYTES = 512 * 1024  # uncompressed bytes per producer batch (the broker takes 1 MiB records)
 LINGER_MS = 2
+# Events waiting for their ack, over all requests: past this, requests get an immediate 503
+# (≈ 1.5 s of one process's capacity) instead of queueing until every one of them times out.
+MAX_INFLIGHT_EVENTS = 50_000
 # After a failed start, wait this long before trying to connect again (requests get 503 meanwhile).
 RECONNECT_SECONDS = 1.0
 
 
 def best_compression() -> str:
-    """lz4 (cheapest CPU per byte), else zstd, else gzip — whichever codec is installed."""
-    for name, available in (("lz4", has_lz4), ("zstd", has_zstd), ("gzip", has_gzip)):
+    """zstd, else lz4, else gzip — whichever codec is installed (lz4 and zstd need `cramjam`).
+
+    zstd first: aiokafka compresses zstd at level 3 but lz4 at level 9 (high-compression
+    mode), and on 170-event batches of realistic events zstd-3 was both ~4x faster (0.24
+    vs 1.5 ms per batch) and smaller (20 % vs 26 % of the input). gzip runs at level 9.
+    """
+    for name, available in (("zstd", has_zstd), ("lz4", has_lz4), ("gzip", has_gzip)):
         if available():
             return name
     raise RuntimeError("no Kafka compression codec available")
@@ -66,6 +76,7 @@ class KafkaSink:
         self._lock = asyncio.Lock()
         self._next_attempt = 0.0
         self._closing: set[asyncio.Task[None]] = set()
+        self._inflight = 0  # events handed to the producer and not yet answered
 
     @property
     def connected(self) -> bool:
@@ -123,21 +134,27 @@ class KafkaSink:
     async def publish(self, events: list[Event]) -> None:
         if not events:
             return
+        if self._inflight + len(events) > MAX_INFLIGHT_EVENTS:
+            # Shed load at once rather than queue requests until they all time out.
+            metrics.KAFKA_PUBLISH_FAILURES.labels("overload").inc()
+            raise SinkUnavailableError("gateway busy, retry with backoff", retry_after=1)
         producer = await self._connected()
         started = time.perf_counter()
+        self._inflight += len(events)
         try:
             futures = await asyncio.wait_for(self._submit(producer, events), self.timeout)
             remaining = self.timeout - (time.perf_counter() - started)
             await asyncio.wait_for(asyncio.gather(*futures), max(remaining, 0.001))
         except TimeoutError as exc:
             metrics.KAFKA_PUBLISH_FAILURES.labels("timeout").inc()
-            self._discard(producer, "timeout")
             raise SinkUnavailableError("event broker did not acknowledge in time, retry with backoff") from exc
         except KafkaError as exc:
             metrics.KAFKA_PUBLISH_FAILURES.labels(type(exc).__name__).inc()
             log.warning("kafka_publish_failed", error=str(exc)[:500])
             self._discard(producer, type(exc).__name__)
             raise SinkUnavailableError("event broker refused the events, retry with backoff") from exc
+        finally:
+            self._inflight -= len(events)
         metrics.PUBLISH_SECONDS.observe(time.perf_counter() - started)
         metrics.KAFKA_EVENTS_PUBLISHED.inc(len(events))
 
@@ -168,11 +185,19 @@ class KafkaSink:
             futures.append(await self._send(producer, batch, topic, partition))
         return futures
 
-    @staticmethod
-    async def _send(producer: AIOKafkaProducer, batch: object, topic: str, partition: int) -> asyncio.Future[object]:
+    async def _send(self, producer: AIOKafkaProducer, batch: object, topic: str, partition: int) -> asyncio.Future[object]:
         batch.close()  # type: ignore[attr-defined]
         future: asyncio.Future[object] = await producer.send_batch(batch, topic, partition=partition)  # type: ignore[arg-type]
+        future.add_done_callback(lambda f: self._batch_done(producer, f))
         return future
+
+    def _batch_done(self, producer: AIOKafkaProducer, future: asyncio.Future[object]) -> None:
+        """Every failed batch is seen here, also one whose request already timed out."""
+        if future.cancelled():
+            return
+        exc = future.exception()
+        if exc is not None:
+            self._discard(producer, type(exc).__name__)
 
     def _discard(self, producer: AIOKafkaProducer, reason: str) -> None:
         """Stop using `producer`; the next request starts a new one. Requests still waiting
