@@ -73,6 +73,17 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     return _uvicorn(worker.app, args.host, args.port, settings)
 
 
+def cmd_query(args: argparse.Namespace, settings: Settings) -> int:
+    from services.query.main import build_query
+
+    process = build_query(settings)
+    print(
+        f"Footfall query service on http://{args.host}:{args.port} -> {process.warehouse.dsn.scheme} store",
+        file=sys.stderr,
+    )
+    return _uvicorn(process.app, args.host, args.port, settings)
+
+
 def cmd_directory(args: argparse.Namespace, settings: Settings) -> int:
     from services.app.publish import publish_directory
 
@@ -91,6 +102,7 @@ COMMANDS: dict[str, Command] = {
     "bookmarks": cmd_bookmarks,
     "gateway": cmd_gateway,
     "worker": cmd_worker,
+    "query": cmd_query,
     "directory": cmd_directory,
 }
 
@@ -116,6 +128,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--consumers", type=int, default=0, help="consumers in this process (default FOOTFALL_WORKER_CONSUMERS)"
     )
     worker.add_argument("--data", type=Path, default=None, help="data folder of a chDB store (default ./footfall-data)")
+
+    query = sub.add_parser("query", help="run the query interface only, against FOOTFALL_WAREHOUSE_DSN")
+    query.add_argument("--host", default="127.0.0.1")
+    query.add_argument("--port", type=int, default=8002)
+    query.add_argument("--data", type=Path, default=None, help="data folder of a chDB store (default ./footfall-data)")
 
     directory = sub.add_parser("directory", help="credential directory for gateways")
     directory_sub = directory.add_subparsers(dest="action", required=True)

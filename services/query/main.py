@@ -1,0 +1,69 @@
+"""Composition root of `footfall query`: the query service alone, against the warehouse
+named by `FOOTFALL_WAREHOUSE_DSN` (a ClickHouse server in the distributed setup).
+
+Credentials come from the metadata tables of the same warehouse, reloaded every
+`REFRESH_SECONDS`, so a project, secret or service account created (or revoked) through
+the CLI or the management API reaches a running query process without a restart. A
+failed reload keeps the last directory. No logic lives here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import structlog
+from starlette.applications import Starlette
+
+from services.query.app import query_routes
+from shared.auth import Authenticator
+from shared.config import Settings
+from shared.metadata import MetadataRepository
+from shared.warehouse import ClickHouseWarehouse, WarehouseError, apply_migrations, open_warehouse
+from shared.web import build_starlette
+
+log = structlog.get_logger(__name__)
+
+REFRESH_SECONDS = 10.0
+
+
+@dataclass
+class QueryProcess:
+    app: Starlette
+    warehouse: ClickHouseWarehouse
+    authenticator: Authenticator
+
+
+async def _refresh(repo: MetadataRepository, authenticator: Authenticator, every: float) -> None:
+    while True:
+        await asyncio.sleep(every)
+        try:
+            directory = await repo.warehouse.run(repo.load_directory)
+        except WarehouseError as exc:
+            log.warning("directory_reload_failed", error=str(exc)[:500])
+            continue
+        authenticator.replace(directory)
+
+
+def build_query(settings: Settings, *, refresh_seconds: float = REFRESH_SECONDS) -> QueryProcess:
+    warehouse = open_warehouse(settings.dsn)
+    apply_migrations(warehouse)
+    repo = MetadataRepository(warehouse)
+    authenticator = Authenticator(repo.load_directory())
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        task = asyncio.create_task(_refresh(repo, authenticator, refresh_seconds))
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            warehouse.close()
+
+    app = build_starlette("query", query_routes(authenticator, warehouse, settings), lifespan=lifespan)
+    return QueryProcess(app, warehouse, authenticator)
