@@ -65,9 +65,12 @@ class ReportEnv:
         self._runner.close()
 
 
-def build_env(warehouse: ClickHouseWarehouse, zones: dict[int, str]) -> ReportEnv:
-    """Empty the store, create the projects and credentials, build the app (no limits)."""
-    truncate_all(warehouse)
+def build_env(warehouse: ClickHouseWarehouse, zones: dict[int, str], settings: Settings | None = None, *,
+              keep_data: bool = False) -> ReportEnv:
+    """Empty the store (unless `keep_data`), create the projects and credentials, build
+    the app (no query limits unless `settings` says otherwise)."""
+    if not keep_data:
+        truncate_all(warehouse)
     repo = MetadataRepository(warehouse)
     sa_id = repo.create_service_account(SA_USER, SA_SECRET, sa_id=1)
     for pid, tz in sorted(zones.items()):
@@ -76,7 +79,7 @@ def build_env(warehouse: ClickHouseWarehouse, zones: dict[int, str]) -> ReportEn
         repo.add_project_credential(pid, "token", f"report-token-{pid}")
         repo.grant(sa_id, pid, "owner")
     authenticator = Authenticator(repo.load_directory())
-    settings = Settings(query_rate_per_hour=0, query_concurrency=0)
+    settings = settings or Settings(query_rate_per_hour=0, query_concurrency=0)
     routes = import_routes(authenticator, EmbeddedSink(warehouse, Enricher(None)), ImportLimits())
     routes += query_app.query_routes(authenticator, warehouse, settings)
     return ReportEnv(warehouse, build_starlette("report-test", routes), dict(zones))
