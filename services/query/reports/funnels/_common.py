@@ -1,0 +1,133 @@
+"""Pieces shared by the two funnel query variants (`disjoint.py`, `general.py`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import LiteralString
+
+from services.query.expr import compile_on, compile_where
+from services.query.reports._common import Query
+from services.query.reports.funnels.request import FunnelsRequest
+from services.query.sql import Params, Sql, number, sql
+
+__all__ = ["COLUMNS", "GRACE_MS", "Query", "Scope", "aggregate", "alias", "bucket_date", "scope", "step_condition"]
+
+GRACE_MS = 2000
+
+# Result columns: bucket (Date), segment (Nullable(String), NULL = $overall), step, the
+# attempts that reached the step, and the sums over them of the ms since the previous step
+# and since step 0 (negative differences, possible within the grace, count as 0).
+COLUMNS = ("bucket", "segment", "step", "attempts", "step_ms", "start_ms")
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What every variant reads: the project, the entry range and the scanned range (ms)."""
+
+    project_id: Sql
+    start_ms: Sql  # entries: [start_ms, end_ms) as Int64 ms and [start, end) as DateTime64
+    end_ms: Sql
+    start: Sql
+    end: Sql
+    scan_lo: Sql  # events: [scan_lo, scan_hi] as DateTime64
+    scan_hi: Sql
+    names: Sql  # every step's event names
+    where: Sql  # UInt8
+    final: Sql  # "FINAL" when properties are read by where/selectors, else empty
+    on_keys: Sql | None  # Array(Nullable(String)) of a row, without NULLs and repeats
+
+
+def _ms(value: datetime) -> int:
+    return int(value.timestamp()) * 1000 + value.microsecond // 1000
+
+
+def scope(req: FunnelsRequest, p: Params) -> Scope:
+    n = len(req.funnel.steps)
+    start, end = req.timeline.start, req.timeline.end
+    start_ms, end_ms = _ms(start), _ms(end)
+    names = sorted({name for step in req.funnel.steps for name in step.names})
+    reads_properties = req.where is not None or any(s is not None for s in req.selectors)
+    on_keys = None
+    if req.on is not None:
+        on = compile_on(req.on, p)
+        keys = on.sql if on.is_array else sql("[{}]", on.sql)
+        on_keys = sql("arrayDistinct(arrayFilter(x -> isNotNull(x), {}))", keys)
+    return Scope(
+        project_id=p.add(req.project_id, "UInt64"),
+        start_ms=p.add(start_ms, "Int64"),
+        end_ms=p.add(end_ms, "Int64"),
+        start=p.add(start, "DateTime64(3, 'UTC')"),
+        end=p.add(end, "DateTime64(3, 'UTC')"),
+        scan_lo=p.add(_datetime(start_ms - GRACE_MS * (n - 1)), "DateTime64(3, 'UTC')"),
+        scan_hi=p.add(_datetime(end_ms + req.window_ms), "DateTime64(3, 'UTC')"),
+        names=p.add(names, "Array(String)"),
+        where=compile_where(req.where, p) if req.where is not None else sql("1"),
+        final=sql("FINAL") if reads_properties else sql(""),
+        on_keys=on_keys,
+    )
+
+
+def _datetime(ms: int) -> datetime:
+    return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=ms)
+
+
+def bucket_date(req: FunnelsRequest, ms: Sql, p: Params) -> Sql:
+    """The bucket key, as a Date, of the instant `ms` (Int64 epoch milliseconds): the same
+    keys as `req.timeline.series` (a Date keeps the per-user arrays numeric; the shared
+    `_common.bucket_key` returns Strings)."""
+    tl = req.timeline
+    local = sql("fromUnixTimestamp64Milli({}, {})", ms, p.add(tl.tz, "String"))
+    if tl.interval_days:
+        assert tl.anchor is not None
+        start = p.add(tl.anchor, "Date")
+        n = p.add(tl.interval_days, "UInt32")
+        return sql("addDays({}, intDiv(dateDiff('day', {}, toDate({})), {}) * {})", start, start, local, n, n)
+    match tl.unit:
+        case "week":
+            return sql("toMonday({})", local)
+        case "month":
+            return sql("toStartOfMonth({})", local)
+    return sql("toDate({})", local)
+
+
+def step_condition(req: FunnelsRequest, k: int, p: Params) -> Sql:
+    """UInt8: the row is an event of step k (one of its names, and its selector)."""
+    step = req.funnel.steps[k]
+    cond = sql("has({}, event)", p.add(list(step.names), "Array(String)"))
+    selector = req.selectors[k] if k < len(req.selectors) else None
+    if selector is not None:
+        cond = sql("({} AND {})", cond, compile_where(selector, p))
+    return cond
+
+
+def alias(prefix: LiteralString, k: int) -> Sql:
+    """`prefix` followed by the step number: the names of the unrolled per-step columns."""
+    return sql(prefix + "{}", number(k))  # type: ignore[operator]
+
+
+def aggregate(req: FunnelsRequest, per_user: Sql, p: Params) -> Query:
+    """Rows of `COLUMNS` from a per-user query with the `out` column (see the module docstring)."""
+    if req.on is None:
+        grouped = sql(
+            "SELECT o.1 AS bucket, CAST(NULL, 'Nullable(String)') AS segment, o.2 AS step, count() AS attempts, "
+            "sum(o.3) AS step_ms, sum(o.4) AS start_ms FROM ({}) ARRAY JOIN out AS o "
+            "GROUP BY bucket, step ORDER BY bucket, step",
+            per_user,
+        )
+        return Query(grouped, p)
+    grouped = sql(
+        "SELECT o.1 AS bucket, segment, o.2 AS step, count() AS attempts, sum(o.3) AS step_ms, sum(o.4) AS start_ms "
+        "FROM ({}) ARRAY JOIN out AS o ARRAY JOIN arrayPushFront(o.5, NULL) AS segment "
+        "GROUP BY bucket, segment, step",
+        per_user,
+    )
+    ranked = sql(
+        "SELECT bucket, segment, step, attempts, step_ms, start_ms FROM ("
+        "SELECT *, dense_rank() OVER (ORDER BY isNull(segment) DESC, entries DESC, segment) AS seg_rank FROM ("
+        "SELECT *, sum(if(step = 0, attempts, 0)) OVER (PARTITION BY segment) AS entries FROM ({}))) "
+        "WHERE seg_rank <= {} ORDER BY bucket, segment, step",
+        grouped,
+        p.add(req.limit + 1, "UInt32"),
+    )
+    return Query(ranked, p)

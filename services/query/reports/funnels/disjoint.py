@@ -1,0 +1,174 @@
+"""The funnel query when no event name belongs to two steps (see `query.py` for the rules).
+
+Then an event can serve one step only, so "not yet used" never excludes anything and the
+event found for step k depends only on the time of step k-1: it is the user's first
+step-k event at or after t(k-1) - 2 s (the lower bound of that time in the user's sorted
+step-k times), accepted when it is at most t(0) + window. Ties in time do not matter:
+only times are reported.
+
+Per user (one GROUP BY over the step events of the scanned range):
+
+* `s1`…`s{n-1}`: the sorted times of each later step; `e0`: the step-0 events inside the
+  range, sorted (with `on`: by time, event, insert_id and latest copy first, carrying the
+  segment keys);
+* the entries: the first step-0 event of each bucket;
+* for each step k, the attempts still going (`xp{k-1}`: their step k-1 times, which are
+  non-decreasing along the attempts) are merged with `s{k}` in one `arraySort` of numbers
+  encoded `2t` (a query) and `2t + 1` (a step-k time), so a query sorts before an equal
+  time; `arrayReverseFill` then gives each query the next step-k time after it. The
+  queries come out in attempt order, so no gather (and no lambda capturing a user's
+  arrays, which ClickHouse would copy once per element) is needed.
+"""
+
+from __future__ import annotations
+
+from services.query.reports.funnels._common import (
+    GRACE_MS,
+    Query,
+    aggregate,
+    alias,
+    bucket_date,
+    scope,
+    step_condition,
+)
+from services.query.reports.funnels.request import FunnelsRequest
+from services.query.sql import Params, Sql, join, number, sql
+
+__all__ = ["build_disjoint"]
+
+
+def _per_user(req: FunnelsRequest, p: Params) -> Sql:
+    """Per user: `e0` (the range's step-0 events, sorted) and `s1`… (each later step's sorted times).
+
+    Two scans, UNION ALL: the step-0 events of the range (where the segment keys are
+    computed, so `on` is evaluated on those rows only) and the later steps' events of the
+    widened range. The names of the steps are disjoint, so the two never share a row."""
+    sc = scope(req, p)
+    n = len(req.funnel.steps)
+    later_names = sorted({name for step in req.funnel.steps[1:] for name in step.names})
+    if sc.on_keys is None:
+        entries = sql("arraySort(groupArrayIf(ms, step = 0)) AS e0")
+        keys, no_keys = sql(""), sql("")
+    else:
+        entries = sql("arraySort(groupArrayIf((ms, name, iid, -ing, keys), step = 0)) AS e0")
+        keys, no_keys = sql(", {} AS keys", sc.on_keys), sql(", CAST([], 'Array(Nullable(String))') AS keys")
+    later = [sql("arraySort(groupArrayIf(ms, step = {})) AS {}", number(k), alias("s", k)) for k in range(1, n)]
+    step0 = sql(
+        "SELECT distinct_id, event AS name, insert_id AS iid, toUnixTimestamp64Milli(time) AS ms, "
+        "toUnixTimestamp64Milli(ingested_at) AS ing, toUInt8(0) AS step{} FROM events {} "
+        "WHERE project_id = {} AND time >= {} AND time < {} AND has({}, event) AND distinct_id != '' AND {} AND {}",
+        keys,
+        sc.final,
+        sc.project_id,
+        sc.start,
+        sc.end,
+        p.add(list(req.funnel.steps[0].names), "Array(String)"),
+        step_condition(req, 0, p),
+        sc.where,
+    )
+    if n == 1:
+        rows = step0
+    else:
+        step_of = sql(
+            "multiIf({}, toUInt8(255))",
+            join(", ", [sql("{}, toUInt8({})", step_condition(req, k, p), number(k)) for k in range(1, n)]),
+        )
+        rest = sql(
+            "SELECT distinct_id, '' AS name, '' AS iid, toUnixTimestamp64Milli(time) AS ms, "
+            "toInt64(0) AS ing, {} AS step{} FROM events {} "
+            "WHERE project_id = {} AND time >= {} AND time <= {} AND has({}, event) AND distinct_id != '' AND {}",
+            step_of,
+            no_keys,
+            sc.final,
+            sc.project_id,
+            sc.scan_lo,
+            sc.scan_hi,
+            p.add(later_names, "Array(String)"),
+            sc.where,
+        )
+        rows = sql("{} UNION ALL {}", step0, rest)
+    return sql(
+        "SELECT distinct_id, {} FROM ({}) GROUP BY distinct_id HAVING notEmpty(e0)",
+        join(", ", [entries, *later]),
+        rows,
+    )
+
+
+def _step(k: int, window: Sql, grace: Sql, with_segments: bool) -> list[Sql]:
+    """The columns of step k: the attempts that reach it and their times."""
+    m, f, ok = alias("m", k), alias("f", k), alias("ok", k)
+    prev = k - 1
+    cols = [
+        sql(
+            "arraySort(arrayConcat(arrayMap(x -> (x - {}) * 2, {}), arrayMap(s -> s * 2 + 1, {}))) AS {}",
+            grace,
+            alias("xp", prev),
+            alias("s", k),
+            m,
+        ),
+        sql(
+            "arrayMap(v -> if(bitAnd(v, 1) = 1, intDiv(v, 2), -1), "
+            "arrayFilter((v, x) -> bitAnd(x, 1) = 0, arrayReverseFill(x -> bitAnd(x, 1) = 1, {}), {})) AS {}",
+            m,
+            m,
+            f,
+        ),
+        sql("arrayMap((v, s) -> v >= 0 AND v <= s + {}, {}, {}) AS {}", window, f, alias("x", prev), ok),
+        sql("arrayFilter((v, o) -> o, {}, {}) AS {}", alias("b", prev), ok, alias("b", k)),
+        sql("arrayFilter((v, o) -> o, {}, {}) AS {}", alias("x", prev), ok, alias("x", k)),
+        sql("arrayFilter((v, o) -> o, {}, {}) AS {}", alias("xp", prev), ok, alias("pp", k)),
+        sql("arrayFilter((v, o) -> o, {}, {}) AS {}", f, ok, alias("xp", k)),
+    ]
+    if with_segments:
+        cols.append(sql("arrayFilter((v, o) -> o, {}, {}) AS {}", alias("g", prev), ok, alias("g", k)))
+    return cols
+
+
+def _out(k: int, with_segments: bool) -> Sql:
+    """Step k's tuples (bucket, step, ms since the previous step, ms since step 0[, segment keys])."""
+    if k == 0:
+        if with_segments:
+            return sql("arrayMap((b, g) -> (b, toUInt32(0), toInt64(0), toInt64(0), g), b0, g0)")
+        return sql("arrayMap(b -> (b, toUInt32(0), toInt64(0), toInt64(0)), b0)")
+    args = [alias("b", k), alias("x", k), alias("pp", k), alias("xp", k)]
+    if with_segments:
+        return sql(
+            "arrayMap((b, s, q, x, g) -> (b, toUInt32({}), toInt64(greatest(0, x - q)), toInt64(greatest(0, x - s)), g), "
+            "{})",
+            number(k),
+            join(", ", [*args, alias("g", k)]),
+        )
+    return sql(
+        "arrayMap((b, s, q, x) -> (b, toUInt32({}), toInt64(greatest(0, x - q)), toInt64(greatest(0, x - s))), {})",
+        number(k),
+        join(", ", args),
+    )
+
+
+def build_disjoint(req: FunnelsRequest) -> Query:
+    p = Params()
+    n = len(req.funnel.steps)
+    segments = req.on is not None
+    per_user = _per_user(req, p)
+    window, grace = p.add(req.window_ms, "Int64"), p.add(GRACE_MS, "Int64")
+    if segments:
+        times = sql("arrayMap(e -> e.1, e0) AS t0, arrayMap(e -> e.5, e0) AS ga")
+    else:
+        times = sql("e0 AS t0")
+    entry_cols = [
+        times,
+        sql("arrayMap(t -> {}, t0) AS k0", bucket_date(req, sql("t"), p)),
+        sql("arrayPopBack(arrayPushFront(k0, toDate('1970-01-01'))) AS kp"),
+        sql("arrayFilter((t, k, q) -> k != q, t0, k0, kp) AS x0"),
+        sql("arrayFilter((k, q) -> k != q, k0, kp) AS b0"),
+        sql("x0 AS xp0"),
+    ]
+    if segments:
+        entry_cols.append(sql("arrayFilter((g, k, q) -> k != q, ga, k0, kp) AS g0"))
+    # One SELECT per step: the analyzer expands aliases, so chaining every step's aliases in
+    # one SELECT would grow the query tree exponentially with the number of steps.
+    query = sql("SELECT *, {} FROM ({})", join(", ", entry_cols), per_user)
+    for k in range(1, n):
+        query = sql("SELECT *, {} FROM ({})", join(", ", _step(k, window, grace, segments)), query)
+    out = sql("arrayConcat({}) AS out", join(", ", [_out(k, segments) for k in range(n)]))
+    return aggregate(req, sql("SELECT {} FROM ({})", out, query), p)
