@@ -124,7 +124,7 @@ class WorkerConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
                 self._task.cancel()
                 await asyncio.gather(self._task, return_exceptions=True)
             except Exception:
-                pass  # already logged by _run
+                pass  # already logged by _supervise
         if self._consumer is not None:
             await self._consumer.stop()
             self._consumer = None
