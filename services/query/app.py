@@ -7,7 +7,7 @@ from starlette.routing import Route
 
 from services.query.endpoints import Handler, QueryService
 from services.query.limits import QueryLimiter
-from services.query.reports import events, export, funnels, properties, segmentation
+from services.query.reports import events, export, funnels, properties, retention, segmentation
 from shared.auth import Authenticator
 from shared.config import Settings
 from shared.warehouse import Warehouse
@@ -27,6 +27,7 @@ REPORTS: dict[str, Handler] = {
     "events/properties/values": properties.values,
     "funnels": funnels.funnels,
     "funnels/list": funnels.funnels_list,
+    "retention": retention.retention,
 }
 
 
