@@ -7,7 +7,7 @@ from starlette.routing import Route
 
 from services.query.endpoints import Handler, QueryService
 from services.query.limits import QueryLimiter
-from services.query.reports import events, export, funnels, properties, retention, segmentation
+from services.query.reports import events, export, frequency, funnels, properties, retention, segmentation, stream
 from shared.auth import Authenticator
 from shared.config import Settings
 from shared.warehouse import Warehouse
@@ -28,6 +28,8 @@ REPORTS: dict[str, Handler] = {
     "funnels": funnels.funnels,
     "funnels/list": funnels.funnels_list,
     "retention": retention.retention,
+    "retention/addiction": frequency.frequency,
+    "stream/query": stream.stream,
 }
 
 

@@ -1,0 +1,172 @@
+"""`/retention/addiction`: the frequency report (semantics §1.5, §2.3).
+
+* Periods are the calendar `unit` buckets (day; Monday week; first of the month) that
+  intersect [from_date, to_date], keyed by their first day (which may precede
+  `from_date`); a period's window is the whole calendar period in local time.
+* Slots are local wall-clock `addiction_unit`s of the period: days, or (day, hour) pairs.
+  The array has one element per slot of the period (days x 24 for hours), so a DST change
+  does not change its length: a skipped hour just never has activity and a repeated
+  one is one slot.
+* Element k = the users (non-empty distinct_id) whose matching events (`event`, any when
+  absent, and `where`) fall in at least k + 1 distinct slots; non-increasing.
+* `on`: an event counts for each of its keys; `{"$overall": [...], "<key>": [...]}` per
+  period, keys ranked by the distinct users having the key in any period (ties by key),
+  top `limit` (default 255), every kept key in every period.
+
+Response `{"data": {...}}` (the interface's wrapper, semantics §11). Duplicates never
+add a slot; FINAL is used when `where` or `on` reads properties (the latest copy decides).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, timedelta
+from typing import Any
+
+from services.query.endpoints import QueryContext
+from services.query.expr import compile_on, compile_where
+from services.query.expr.typed import TNode
+from services.query.params import Params
+from services.query.reports._common import Binds, Query, Timeline, read_expr, read_limit, timeline_for_dates
+from services.query.sql import Sql, sql
+from services.query.timerange import local_midnight_utc
+
+__all__ = ["FrequencyRequest", "build", "frequency", "parse_request", "shape"]
+
+UNITS = ("day", "week", "month")
+SLOT_UNITS = ("hour", "day")
+DEFAULT_LIMIT = 255
+
+
+@dataclass(frozen=True)
+class FrequencyRequest:
+    project_id: int
+    timeline: Timeline  # the periods
+    slot_unit: str
+    event: str | None
+    where: TNode | None
+    on: TNode | None
+    limit: int
+
+    @property
+    def unit(self) -> str:
+        return self.timeline.unit
+
+
+def parse_request(p: Params, project_id: int, timezone: str) -> FrequencyRequest:
+    from_date, to_date = p.date("from_date"), p.date("to_date")
+    assert from_date is not None and to_date is not None
+    unit = p.choice("unit", UNITS) or p.required("unit")
+    slot_unit = p.choice("addiction_unit", SLOT_UNITS) or p.required("addiction_unit")
+    return FrequencyRequest(
+        project_id=project_id,
+        timeline=timeline_for_dates(from_date, to_date, timezone, unit),
+        slot_unit=slot_unit,
+        event=p.get("event"),
+        where=read_expr(p, "where"),
+        on=read_expr(p, "on"),
+        limit=read_limit(p, DEFAULT_LIMIT),
+    )
+
+
+def _next_period(start: date, unit: str) -> date:
+    if unit == "day":
+        return start + timedelta(days=1)
+    if unit == "week":
+        return start + timedelta(weeks=1)
+    return date(start.year + start.month // 12, start.month % 12 + 1, 1)
+
+
+def _slots(start: date, req: FrequencyRequest) -> int:
+    days = (_next_period(start, req.unit) - start).days
+    return days * 24 if req.slot_unit == "hour" else days
+
+
+def build(req: FrequencyRequest) -> Query:
+    """Rows (period Date, segment Nullable(String), slots k, users with exactly k slots, segment rank)."""
+    b = Binds()
+    tz = b.add(req.timeline.tz, "String")
+    periods = [date.fromisoformat(k) for k in req.timeline.series]
+    scan_start = local_midnight_utc(periods[0], req.timeline.tz)
+    scan_end = local_midnight_utc(_next_period(periods[-1], req.unit), req.timeline.tz)
+    local_day = sql("toDate(time, {})", tz)
+    match req.unit:
+        case "week":
+            period = sql("toMonday({})", local_day)
+        case "month":
+            period = sql("toStartOfMonth({})", local_day)
+        case _:
+            period = local_day
+    if req.slot_unit == "hour":
+        slot = sql("dateDiff('day', period, {}) * 24 + toHour(time, {})", local_day, tz)
+    else:
+        slot = sql("dateDiff('day', period, {})", local_day)
+    where = compile_where(req.where, b) if req.where is not None else None
+    if req.on is not None:
+        on = compile_on(req.on, b)
+        keys = on.sql if on.is_array else sql("[{}]", on.sql)
+        segment = sql("arrayJoin(arrayPushFront(arrayDistinct(arrayFilter(x -> isNotNull(x), {})), NULL))", keys)
+    else:
+        segment = sql("CAST(NULL, 'Nullable(String)')")
+    events = sql(
+        "SELECT {} AS period, {} AS slot, distinct_id, {} AS segment FROM events {} "
+        "WHERE project_id = {} AND time >= {} AND time < {} AND {} AND distinct_id != '' AND {}",
+        period,
+        slot,
+        segment,
+        sql("FINAL") if where is not None or req.on is not None else sql(""),
+        b.add(req.project_id, "UInt64"),
+        b.add(scan_start, "DateTime64(3, 'UTC')"),
+        b.add(scan_end, "DateTime64(3, 'UTC')"),
+        sql("event = {}", b.add(req.event, "String")) if req.event is not None else sql("1"),
+        where if where is not None else sql("1"),
+    )
+    grouped = sql(
+        "SELECT period, segment, k, uniqExactState(distinct_id) AS st FROM ("
+        "SELECT period, segment, distinct_id, uniqExact(slot) AS k FROM ({}) GROUP BY period, segment, distinct_id"
+        ") GROUP BY period, segment, k",
+        events,
+    )
+    if req.on is None:
+        return Query(sql("SELECT period, segment, k, finalizeAggregation(st), 0 FROM ({})", grouped), b)
+    ranked = sql(
+        "SELECT period, segment, k, users, seg_rank FROM ("
+        "SELECT *, dense_rank() OVER (ORDER BY isNull(segment) DESC, seg_users DESC, segment) AS seg_rank FROM ("
+        "SELECT period, segment, k, finalizeAggregation(st) AS users, "
+        "uniqExactMerge(st) OVER (PARTITION BY segment) AS seg_users FROM ({}))) WHERE seg_rank <= {}",
+        grouped,
+        b.add(req.limit + 1, "UInt32"),
+    )
+    return Query(ranked, b)
+
+
+def shape(rows: list[tuple[Any, ...]], req: FrequencyRequest) -> dict[str, Any]:
+    exactly: dict[tuple[str, str | None], dict[int, int]] = {}
+    ranks: dict[str, int] = {}
+    for period, segment, k, users, rank in rows:
+        exactly.setdefault((period.isoformat(), segment), {})[int(k)] = int(users)
+        if segment is not None:
+            ranks[segment] = int(rank)
+    segments = sorted(ranks, key=lambda s: ranks[s])
+
+    def row(key: str, segment: str | None) -> list[int]:
+        counts = exactly.get((key, segment), {})
+        n = _slots(date.fromisoformat(key), req)
+        out, acc = [0] * n, 0
+        for k in range(n, 0, -1):  # element k-1 = users with at least k slots
+            acc += counts.get(k, 0)
+            out[k - 1] = acc
+        return out
+
+    data: dict[str, Any] = {}
+    for key in req.timeline.series:
+        if req.on is None:
+            data[key] = row(key, None)
+        else:
+            data[key] = {"$overall": row(key, None), **{s: row(key, s) for s in segments}}
+    return {"data": data}
+
+
+async def frequency(ctx: QueryContext) -> dict[str, Any]:
+    req = parse_request(ctx.params, ctx.project_id, ctx.timezone)
+    return shape(await build(req).run(ctx), req)
