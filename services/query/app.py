@@ -7,7 +7,17 @@ from starlette.routing import Route
 
 from services.query.endpoints import Handler, QueryService
 from services.query.limits import QueryLimiter
-from services.query.reports import events, export, frequency, funnels, properties, retention, segmentation, stream
+from services.query.reports import (
+    events,
+    export,
+    frequency,
+    funnels,
+    insights,
+    properties,
+    retention,
+    segmentation,
+    stream,
+)
 from shared.auth import Authenticator
 from shared.config import Settings
 from shared.warehouse import Warehouse
@@ -30,6 +40,7 @@ REPORTS: dict[str, Handler] = {
     "retention": retention.retention,
     "retention/addiction": frequency.frequency,
     "stream/query": stream.stream,
+    "insights": insights.insights,
 }
 
 

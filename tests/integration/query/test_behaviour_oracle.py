@@ -11,6 +11,7 @@ Every response must equal the oracle's body (floats within 1e-9, same key order)
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -202,3 +203,86 @@ def test_stream_matches_oracle(loaded: tuple[ReportEnv, Dataset, dict[tuple[int,
     spec = dataset.projects[pid]
     params = rng(spec, distinct_ids=json.dumps(_some_ids(spec)))
     _compare(env, pid, "/stream/query", params, stream.stream(spec.events, spec.tz, params, dataset.now))
+
+
+# -- /insights -------------------------------------------------------------------------------------
+INSIGHTS_CASES: dict[str, dict[str, object]] = {
+    "day-general": {"events": ["App Open", "View Item", "Never Happened"], "unit": "day"},
+    "hour-unique": {"events": ["Purchase"], "unit": "hour", "type_of_count": "unique"},
+    "week-average-where": {"events": ["View Item", "Search"], "unit": "week", "type_of_count": "average",
+                           "where": 'properties["plan"] == "pro"'},
+    "month-on": {"events": ["App Open", "Purchase"], "unit": "month", "on": 'properties["$browser"]', "limit": 2},
+    "last-days-unique-on": {"events": ["View Item"], "type_of_count": "unique", "on": 'properties["tags"]',
+                            "last_days": 10},
+}
+
+
+def _insights_expected(spec: ProjectSpec, dataset: Dataset, params: dict[str, object]) -> dict[str, object]:
+    """The oracle's /events (and /segmentation for `on`) numbers, keyed the way /insights keys them."""
+    from datetime import date, timedelta
+    from zoneinfo import ZoneInfo
+
+    from services.query.reports.insights import bucket_timestamp
+    from tests.oracle import segmentation as oracle_segmentation
+
+    if "last_days" in params:
+        today = dataset.now.astimezone(ZoneInfo(spec.tz)).date()
+        first, last = today - timedelta(days=int(params["last_days"]) - 1), today  # type: ignore[arg-type]
+    else:
+        first, last = date.fromisoformat(spec.from_date), date.fromisoformat(spec.to_date)
+    base = {"from_date": first.isoformat(), "to_date": last.isoformat(), "unit": str(params.get("unit", "day")),
+            "type": str(params.get("type_of_count", "general"))}
+    if "where" in params:
+        base["where"] = str(params["where"])
+    names = [str(e) for e in params["events"]]  # type: ignore[attr-defined]
+
+    def stamp(cells: dict[str, object]) -> dict[str, object]:
+        return {bucket_timestamp(k, spec.tz): v for k, v in cells.items()}
+
+    def values(name: str, **extra: str) -> dict[str, dict[str, object]]:
+        body = oracle_segmentation.segmentation(spec.events, spec.tz, {**base, "event": name, **extra}, dataset.now)
+        return body["data"]["values"]  # type: ignore[no-any-return]
+
+    if "on" not in params:
+        return {name: stamp(values(name)[name]) for name in names}
+    on = {"on": str(params["on"]), "limit": str(params.get("limit", 60))}
+    return {name: {"$overall": stamp(values(name)[name]), **{k: stamp(v) for k, v in values(name, **on).items()}}
+            for name in names}
+
+
+@pytest.mark.parametrize("case", INSIGHTS_CASES, ids=list(INSIGHTS_CASES))
+@pytest.mark.parametrize("pid", (2, 4), ids=["p2", "p4"])
+def test_insights_match_oracle(loaded: tuple[ReportEnv, Dataset, dict[tuple[int, int], int]], pid: int,
+                               case: str) -> None:
+    from shared.saved import parse_bookmark
+
+    env, dataset, _ = loaded
+    spec = dataset.projects[pid]
+    params: dict[str, object] = {"type": "insights", **INSIGHTS_CASES[case]}
+    if "last_days" not in params:
+        params.update(from_date=spec.from_date, to_date=spec.to_date)
+    name, parsed = parse_bookmark({"name": case, "params": params})
+    bookmark = WarehouseSavedStore(env.warehouse).create_bookmark(pid, name, parsed)
+    r = env.query(pid, "/insights", {"bookmark_id": str(bookmark.bookmark_id)})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["computed_at"] == dataset.now.isoformat()
+    assert body["headers"] == (["$event", params["on"]] if "on" in params else ["$event"])
+    first, last = parsed.dates(dataset.now.astimezone(__import__("zoneinfo").ZoneInfo(spec.tz)).date())
+    assert body["date_range"]["from_date"] == bucket_start(first.isoformat(), spec.tz)
+    assert body["date_range"]["to_date"].startswith(last.isoformat() + "T23:59:59.999000")
+    problems = diff(body["series"], _insights_expected(spec, dataset, params))
+    assert not problems, "\n".join(problems[:20])
+
+
+def bucket_start(key: str, tz: str) -> str:
+    from services.query.reports.insights import bucket_timestamp
+
+    return bucket_timestamp(key, tz)
+
+
+def test_insights_errors(loaded: tuple[ReportEnv, Dataset, dict[tuple[int, int], int]]) -> None:
+    env, _, _ = loaded
+    assert env.query(1, "/insights", {}).status_code == 400
+    missing = env.query(1, "/insights", {"bookmark_id": "987654"})
+    assert missing.status_code == 404 and "bookmark_id" in missing.json()["error"]

@@ -1,0 +1,133 @@
+"""`/insights?bookmark_id=`: a saved report computed in the shape of semantics §1.1.
+
+The saved report (`shared/saved.py`, schema `insights`) names 1..20 events, a `unit`
+(hour, day, week, month), a count type (`general`, `unique`, `average`), an optional
+`where` and `on`, and its dates (absolute, or the last N days up to today in the project's
+zone). The counts are those of `/segmentation` / `/events` for the same parameters (the
+shared count sources of `_common`), reshaped:
+
+    {"computed_at": "<UTC ISO timestamp>",
+     "date_range": {"from_date": "2024-03-04T00:00:00-05:00", "to_date": "2024-03-10T23:59:59.999000-04:00"},
+     "headers": ["$event"],
+     "series": {"<event>": {"2024-03-04T00:00:00-05:00": 12, ...}, ...}}
+
+Bucket keys are the ISO timestamps (with the zone's offset) of each bucket's first local
+instant; every bucket of the range is present, zero-filled. With `on`, `headers` is
+`["$event", "<on expression>"]` and each event maps `"$overall"` and its top `limit`
+segment values (by total over the range; for `unique` by users) to such series [gap:
+§1.1 shows the segmented shape only as "nests deeper"].
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime, time, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from services.query.endpoints import QueryContext
+from services.query.errors import ParamError, QueryError
+from services.query.expr import ExprError, check_expr, compile_on, compile_where, parse_expr
+from services.query.expr.typed import TNode
+from services.query.reports import _common
+from services.query.reports._common import (
+    Binds,
+    Query,
+    Scope,
+    Timeline,
+    counts,
+    counts_where,
+    segmented,
+    segmented_values,
+    series_values,
+    timeline_for_dates,
+)
+from shared.saved import Bookmark, InsightsParams, WarehouseSavedStore
+
+__all__ = ["bucket_timestamp", "insights", "shape_series"]
+
+
+def _expr(text: str | None, name: str) -> TNode | None:
+    if text is None:
+        return None
+    try:
+        return check_expr(parse_expr(text))
+    except ExprError as exc:
+        raise ParamError(f"Error in the saved report's {name}: {exc.message}") from None
+
+
+def bucket_timestamp(key: str, tz: str) -> str:
+    """The ISO timestamp of a bucket key's first local instant (`2024-03-04T00:00:00-05:00`).
+    A repeated wall-clock hour (DST fall-back) is keyed by its first occurrence."""
+    local = datetime.fromisoformat(key)
+    return local.replace(tzinfo=ZoneInfo(tz)).isoformat()
+
+
+def _date_range(first: date, last: date, tz: str) -> dict[str, str]:
+    zone = ZoneInfo(tz)
+    start = datetime.combine(first, time(0), tzinfo=zone)
+    end = (datetime.combine(last + timedelta(days=1), time(0), tzinfo=zone).astimezone(ZoneInfo("UTC"))
+           - timedelta(milliseconds=1)).astimezone(zone)
+    return {"from_date": start.isoformat(), "to_date": end.isoformat(timespec="microseconds")}
+
+
+def shape_series(values: dict[str, dict[str, int | float]], tz: str) -> dict[str, dict[str, int | float]]:
+    return {name: {bucket_timestamp(k, tz): v for k, v in cells.items()} for name, cells in values.items()}
+
+
+async def _event_values(ctx: QueryContext, params: InsightsParams, timeline: Timeline,
+                        where: TNode | None) -> dict[str, dict[str, int | float]]:
+    binds = Binds()
+    scope = Scope.of(ctx.project_id, timeline)
+    if where is not None:
+        text = counts_where(scope, list(params.events), timeline, compile_where(where, binds), binds)
+    else:
+        text = counts(scope, list(params.events), timeline, binds)
+    rows = await Query(text, binds).run(ctx)
+    return series_values(rows, params.type_of_count, timeline.series, list(params.events))
+
+
+async def _segment_values(ctx: QueryContext, params: InsightsParams, timeline: Timeline, event: str,
+                          where: TNode | None, on: TNode) -> dict[str, dict[str, int | float]]:
+    binds = Binds()
+    scope = Scope.of(ctx.project_id, timeline)
+    where_sql = compile_where(where, binds) if where is not None else None
+    text = segmented(scope, [event], timeline, compile_on(on, binds), where_sql, None,
+                     params.type_of_count == "unique", params.limit, binds)
+    return segmented_values(await Query(text, binds).run(ctx), params.type_of_count, timeline.series)
+
+
+async def compute(ctx: QueryContext, bookmark: Bookmark, now: datetime) -> dict[str, Any]:
+    params = bookmark.params
+    tz = ctx.timezone
+    first, last = params.dates(now.astimezone(ZoneInfo(tz)).date())
+    timeline = timeline_for_dates(first, last, tz, params.unit)
+    where, on = _expr(params.where, "where"), _expr(params.on, "on")
+    overall = await _event_values(ctx, params, timeline, where)
+    headers = ["$event"]
+    series: dict[str, Any]
+    if on is None:
+        series = shape_series(overall, tz)
+    else:
+        assert params.on is not None
+        headers.append(params.on)
+        series = {}
+        for event in params.events:
+            segments = await _segment_values(ctx, params, timeline, event, where, on)
+            series[event] = shape_series({"$overall": overall[event], **segments}, tz)
+    return {
+        "computed_at": now.isoformat(),
+        "date_range": _date_range(first, last, tz),
+        "headers": headers,
+        "series": series,
+    }
+
+
+async def insights(ctx: QueryContext) -> dict[str, Any]:
+    bookmark_id = ctx.params.integer("bookmark_id", minimum=1)
+    if bookmark_id is None:
+        raise ParamError("Missing required parameter: bookmark_id")
+    store = WarehouseSavedStore(ctx.warehouse)
+    bookmark = await ctx.warehouse.run(store.get_bookmark, ctx.project_id, bookmark_id)
+    if bookmark is None:
+        raise QueryError(404, f"Error in bookmark_id: no saved report {bookmark_id} in this project")
+    return await compute(ctx, bookmark, _common.utc_now())
