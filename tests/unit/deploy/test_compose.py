@@ -1,0 +1,98 @@
+"""docker-compose.yml and deploy/Dockerfile agree with the code (no Docker engine here to
+run them): every Footfall service's command parses with the real CLI, every variable it
+sets is one the code reads, and published ports match the ports the commands listen on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from services.cli import COMMANDS, build_parser
+from shared.config import PREFIX, Settings
+
+REPO = Path(__file__).resolve().parents[3]
+COMPOSE = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+SERVICES: dict[str, Any] = COMPOSE["services"]
+FOOTFALL = {name: svc for name, svc in SERVICES.items() if svc.get("image") == "footfall:local"}
+
+
+class RecordingEnv(dict):  # type: ignore[type-arg]
+    """Records every variable name `Settings.from_env` asks for."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: set[str] = set()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.asked.add(key)
+        return default
+
+
+def variables_read_by_code() -> set[str]:
+    env = RecordingEnv()
+    Settings.from_env(env)
+    return env.asked
+
+
+def test_every_expected_service_is_defined() -> None:
+    assert {"kafka", "redis", "clickhouse", "gateway", "worker", "query"} <= set(SERVICES)
+    assert SERVICES["kafka"]["image"].startswith("apache/kafka:")
+    assert set(FOOTFALL) == {"gateway", "worker", "query"}
+
+
+@pytest.mark.parametrize("name", sorted(FOOTFALL), ids=sorted(FOOTFALL))
+def test_command_parses_with_the_cli(name: str) -> None:
+    command = FOOTFALL[name]["command"]
+    assert command[0] in COMMANDS
+    args = build_parser().parse_args(command)
+    assert args.command == command[0] == name
+    assert args.host == "0.0.0.0"
+
+
+@pytest.mark.parametrize("name", sorted(FOOTFALL), ids=sorted(FOOTFALL))
+def test_environment_uses_only_known_footfall_variables(name: str) -> None:
+    known = variables_read_by_code()
+    env = FOOTFALL[name]["environment"]
+    assert env, "every Footfall service is configured through FOOTFALL_* variables"
+    for key in env:
+        assert key.startswith(PREFIX), key
+        assert key in known, f"{name} sets {key}, which the code never reads"
+
+
+@pytest.mark.parametrize("name", sorted(FOOTFALL), ids=sorted(FOOTFALL))
+def test_published_ports_match_the_listening_port(name: str) -> None:
+    svc = FOOTFALL[name]
+    args = build_parser().parse_args(svc["command"])
+    for mapping in svc.get("ports", []):
+        container_port = int(str(mapping).rsplit(":", 1)[1])
+        assert container_port == args.port
+
+
+def test_each_service_reaches_what_it_needs() -> None:
+    gateway_env = FOOTFALL["gateway"]["environment"]
+    assert "FOOTFALL_WAREHOUSE_DSN" not in gateway_env, "the gateway never talks to ClickHouse"
+    assert gateway_env["FOOTFALL_KAFKA_BOOTSTRAP"] == "kafka:9092"
+    worker_env = FOOTFALL["worker"]["environment"]
+    assert worker_env["FOOTFALL_WAREHOUSE_DSN"].startswith("http://")
+    assert worker_env["FOOTFALL_REDIS_URL"].startswith("redis://redis:")
+    assert FOOTFALL["query"]["environment"]["FOOTFALL_WAREHOUSE_DSN"].startswith("http://")
+    for name, svc in FOOTFALL.items():
+        assert set(svc["depends_on"]) <= set(SERVICES), name
+
+
+def test_kafka_advertises_the_address_the_services_use() -> None:
+    env = SERVICES["kafka"]["environment"]
+    assert "PLAINTEXT://kafka:9092" in env["KAFKA_ADVERTISED_LISTENERS"]
+
+
+def test_dockerfile_runs_the_cli() -> None:
+    lines = (REPO / "deploy" / "Dockerfile").read_text().splitlines()
+    entry = next(line for line in lines if line.startswith("ENTRYPOINT"))
+    cmd = next(line for line in lines if line.startswith("CMD"))
+    assert yaml.safe_load(entry.split(" ", 1)[1]) == ["footfall"]
+    args = build_parser().parse_args(yaml.safe_load(cmd.split(" ", 1)[1]))
+    assert args.command == "serve"
+    assert any(line.startswith("RUN pip install .") for line in lines)
