@@ -1,8 +1,9 @@
 """`/events`, `/events/top`, `/events/names`: counts per event name, no expressions.
 
-They read only counts, so they come from the materialised quarter-hour aggregates
-(m0003) whenever those cover the request (`_common.mv_covers`), else from the events
-table; both count distinct dedup hashes, so a duplicate counts once either way.
+They read only counts: `type=general` counts the rows of `events FINAL`; unique and
+average merge the materialised quarter-hour aggregates (m0003) whenever those cover the
+request (`_common.mv_covers`), else read the events table. Every route counts a
+duplicate once (FINAL collapses it; the aggregates hold distinct sets).
 
 Semantics (semantics.md §1.13–1.15, §2.4, §2.7, §2.8; decisions.md) and gaps decided here:
 
@@ -39,6 +40,7 @@ from services.query.reports._common import (
     Scope,
     Timeline,
     counts,
+    counts_mv,
     counts_raw,
     measure,
     read_format,
@@ -51,7 +53,7 @@ from services.query.reports._common import (
 )
 from services.query.timerange import local_midnight_utc
 
-__all__ = ["EventsRequest", "NamesRequest", "TopRequest", "build", "build_raw", "events", "names", "shape", "top"]
+__all__ = ["EventsRequest", "NamesRequest", "TopRequest", "build", "build_mv", "build_raw", "events", "names", "shape", "top"]
 
 
 # -- /events ---------------------------------------------------------------------------------------
@@ -77,7 +79,15 @@ class EventsRequest:
 
 def build(req: EventsRequest) -> Query:
     binds = Binds()
-    return Query(counts(Scope.of(req.project_id, req.timeline), req.names, req.timeline, binds), binds)
+    return Query(counts(Scope.of(req.project_id, req.timeline), req.names, req.timeline, binds, kind=req.type),
+                 binds)
+
+
+def build_mv(req: EventsRequest) -> Query:
+    """The numbers from the materialised aggregates (plus raw partial quarters); call only
+    when `mv_covers` (differential tests)."""
+    binds = Binds()
+    return Query(counts_mv(Scope.of(req.project_id, req.timeline), req.names, req.timeline, binds), binds)
 
 
 def build_raw(req: EventsRequest) -> Query:
@@ -117,9 +127,9 @@ class TopRequest:
                    Scope(ctx.project_id, midnight, now), Scope(ctx.project_id, before, before + elapsed))
 
 
-def build_window(scope: Scope) -> Query:
+def build_window(scope: Scope, kind: str) -> Query:
     binds = Binds()
-    return Query(counts(scope, None, None, binds), binds)
+    return Query(counts(scope, None, None, binds, kind=kind), binds)
 
 
 def shape_top(today: list[tuple[Any, ...]], yesterday: list[tuple[Any, ...]], req: TopRequest) -> dict[str, Any]:
@@ -138,8 +148,8 @@ def shape_top(today: list[tuple[Any, ...]], yesterday: list[tuple[Any, ...]], re
 
 async def top(ctx: QueryContext) -> Any:
     req = TopRequest.parse(ctx, _common.utc_now())
-    today = await build_window(req.today).run(ctx)
-    yesterday = await build_window(req.yesterday).run(ctx)
+    today = await build_window(req.today, req.type).run(ctx)
+    yesterday = await build_window(req.yesterday, req.type).run(ctx)
     return shape_top(today, yesterday, req)
 
 
@@ -172,4 +182,4 @@ def shape_names(rows: list[tuple[Any, ...]], req: NamesRequest) -> list[str]:
 
 async def names(ctx: QueryContext) -> Any:
     req = NamesRequest.parse(ctx, _common.utc_now())
-    return shape_names(await build_window(req.window).run(ctx), req)
+    return shape_names(await build_window(req.window, req.type).run(ctx), req)

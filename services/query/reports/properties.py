@@ -37,7 +37,7 @@ from services.query.reports._common import (
     Query,
     Scope,
     Timeline,
-    event_filter,
+    final_events,
     read_format,
     read_limit,
     read_timeline,
@@ -133,9 +133,9 @@ def build_top(req: TopRequest) -> Query:
     """Property names per event. Knows the storage (JSON text), like `property_value`."""
     binds = Binds()
     return Query(sql(
-        "SELECT key, count() AS n FROM events FINAL ARRAY JOIN JSONExtractKeys({}) AS key "
-        "WHERE {} AND {} GROUP BY key ORDER BY n DESC, key ASC LIMIT {}",
-        column("properties"), req.window.condition(binds, sql("time")), event_filter([req.event], binds),
+        "SELECT key, count() AS n FROM (SELECT JSONExtractKeys({}) AS keys FROM {}) ARRAY JOIN keys AS key "
+        "GROUP BY key ORDER BY n DESC, key ASC LIMIT {}",
+        column("properties"), final_events(req.window, [req.event], None, binds),
         binds.add(req.limit, "UInt32")), binds)
 
 
@@ -164,10 +164,9 @@ def build_values(req: ValuesRequest) -> Query:
     on = compile_on(_property(req.name), binds)
     return Query(sql(
         "SELECT assumeNotNull(seg) AS value, count() AS n "
-        "FROM (SELECT {} AS seg FROM events FINAL WHERE {} AND {}) "
+        "FROM (SELECT {} AS seg FROM {}) "
         "WHERE isNotNull(seg) GROUP BY seg ORDER BY n DESC, value ASC LIMIT {}",
-        segment_expr(on), req.window.condition(binds, sql("time")),
-        event_filter([req.event] if req.event is not None else None, binds),
+        segment_expr(on), final_events(req.window, [req.event] if req.event is not None else None, None, binds),
         binds.add(req.limit, "UInt32")), binds)
 
 

@@ -19,9 +19,9 @@ Semantics (semantics.md §1.6–1.9, §2, §2.4–2.6; decisions.md), and the ga
   non-numeric or undefined value counts as 0.0 and, for the mean, stays in the
   denominator (decisions.md); every bucket present, 0.0 when empty.
 
-Duplicates: counts without `where`/`on` count distinct dedup hashes (materialised route
-when possible); anything that reads properties runs on `events FINAL`, so the latest
-ingested copy of a duplicate decides.
+Duplicates: counts without `where`/`on` take the exact routes of `_common.counts`
+(rows of `events FINAL`, or the materialised distinct sets); anything that reads
+properties runs on `events FINAL`, so the latest ingested copy of a duplicate decides.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from services.query.reports._common import (
     bucket_key,
     counts,
     counts_where,
-    event_filter,
+    final_events,
     measure,
     read_expr,
     read_format,
@@ -58,7 +58,7 @@ from services.query.reports._common import (
     series_csv,
     series_values,
 )
-from services.query.sql import sql
+from services.query.sql import Sql, sql
 
 __all__ = [
     "NumericRequest",
@@ -109,7 +109,7 @@ def build(req: SegmentationRequest) -> Query:
     elif where is not None:
         text = counts_where(scope, [req.event], req.timeline, where, binds)
     else:
-        text = counts(scope, [req.event], req.timeline, binds)
+        text = counts(scope, [req.event], req.timeline, binds, kind=req.type)
     return Query(text, binds)
 
 
@@ -207,33 +207,34 @@ def numeric_buckets(low: float, high: float, count: int) -> Buckets:
     return Buckets(labels, edges)
 
 
-def _numeric_scan(req: NumericRequest, binds: Binds) -> tuple[Any, ...]:
-    scope = Scope.of(req.project_id, req.timeline)
-    where = compile_where(req.where, binds) if req.where is not None else sql("1")
-    return (compile_number(req.on, binds), scope.condition(binds, sql("time")),
-            event_filter([req.event], binds), where)
+def _numeric_scan(req: NumericRequest, binds: Binds) -> tuple[Sql, Sql]:
+    """The numeric `on` value and the deduplicated, filtered events it is read from."""
+    where = compile_where(req.where, binds) if req.where is not None else None
+    number = compile_number(req.on, binds)
+    return number, final_events(Scope.of(req.project_id, req.timeline), [req.event], where, binds)
 
 
 def build_range(req: NumericRequest) -> Query:
     """min and max of the numeric `on` values (the first of the two queries)."""
     binds = Binds()
-    number, scope, event, where = _numeric_scan(req, binds)
-    return Query(sql(
-        "SELECT min(x), max(x), count() FROM (SELECT {} AS x FROM events FINAL WHERE {} AND {} AND {}) "
-        "WHERE isNotNull(x)", number, scope, event, where), binds)
+    number, source = _numeric_scan(req, binds)
+    return Query(sql("SELECT min(x), max(x), count() FROM (SELECT {} AS x FROM {}) WHERE isNotNull(x)",
+                     number, source), binds)
 
 
 def build_numeric(req: NumericRequest, buckets: Buckets) -> Query:
     """(bucket index, time bucket, events, users) for the given numeric buckets."""
     binds = Binds()
-    number, scope, event, where = _numeric_scan(req, binds)
+    edges = binds.add(list(buckets.edges), "Array(Float64)")
+    last = binds.add(len(buckets.labels) - 1, "UInt32")
+    bucket = bucket_key(sql("time"), req.timeline, binds)
+    number, source = _numeric_scan(req, binds)
     return Query(sql(
         "SELECT least(arrayCount(e -> assumeNotNull(x) >= e, {}), {}) AS idx, bucket, count(), "
         "uniqExactIf(distinct_id, distinct_id != '') "
-        "FROM (SELECT {} AS x, {} AS bucket, distinct_id FROM events FINAL WHERE {} AND {} AND {}) "
+        "FROM (SELECT {} AS x, {} AS bucket, distinct_id FROM {}) "
         "WHERE isNotNull(x) GROUP BY idx, bucket",
-        binds.add(list(buckets.edges), "Array(Float64)"), binds.add(len(buckets.labels) - 1, "UInt32"),
-        number, bucket_key(sql("time"), req.timeline, binds), scope, event, where), binds)
+        edges, last, number, bucket, source), binds)
 
 
 def shape_numeric(rows: list[tuple[Any, ...]], req: NumericRequest, buckets: Buckets | None) -> dict[str, Any]:
@@ -281,13 +282,11 @@ class SumRequest:
 def build_sum(req: SumRequest) -> Query:
     """(bucket, Kahan-compensated sum with non-numbers as 0.0, number of events)."""
     binds = Binds()
-    scope = Scope.of(req.project_id, req.timeline)
-    where = compile_where(req.where, binds) if req.where is not None else sql("1")
+    where = compile_where(req.where, binds) if req.where is not None else None
     return Query(sql(
-        "SELECT bucket, sumKahan(ifNull(x, 0.)), count() "
-        "FROM (SELECT {} AS x, {} AS bucket FROM events FINAL WHERE {} AND {} AND {}) GROUP BY bucket",
+        "SELECT bucket, sumKahan(ifNull(x, 0.)), count() FROM (SELECT {} AS x, {} AS bucket FROM {}) GROUP BY bucket",
         compile_number(req.on, binds), bucket_key(sql("time"), req.timeline, binds),
-        scope.condition(binds, sql("time")), event_filter([req.event], binds), where), binds)
+        final_events(Scope.of(req.project_id, req.timeline), [req.event], where, binds)), binds)
 
 
 def shape_sum(rows: list[tuple[Any, ...]], req: SumRequest, now: datetime) -> dict[str, Any]:

@@ -110,11 +110,12 @@ def test_materialised_route_equals_events_table(loaded: tuple[ReportEnv, Dataset
     spec = dataset.projects[project_id]
     params = {"event": NAMES, "type": kind, "unit": unit, "from_date": spec.from_date, "to_date": spec.to_date}
     req = events.EventsRequest.parse(_Ctx(project_id, spec.tz, params), dataset.now)  # type: ignore[arg-type]
-    mv, raw = events.build(req), events.build_raw(req)
+    mv, raw, chosen = events.build_mv(req), events.build_raw(req), events.build(req)
     assert "event_counts_15m" in mv.text and "event_counts_15m" not in raw.text
     via_mv = events.shape(env.warehouse.query(mv.text, mv.binds.values), req)
     via_raw = events.shape(env.warehouse.query(raw.text, raw.binds.values), req)
-    assert via_mv == via_raw
+    via_chosen = events.shape(env.warehouse.query(chosen.text, chosen.binds.values), req)
+    assert via_mv == via_raw == via_chosen
     assert any(v for values in via_mv["data"]["values"].values() for v in values.values())
 
 
