@@ -121,20 +121,21 @@ def build(req: FrequencyRequest) -> Query:
         sql("event = {}", b.add(req.event, "String")) if req.event is not None else sql("1"),
         where if where is not None else sql("1"),
     )
-    grouped = sql(
-        "SELECT period, segment, k, uniqExactState(distinct_id) AS st FROM ("
-        "SELECT period, segment, distinct_id, uniqExact(slot) AS k FROM ({}) GROUP BY period, segment, distinct_id"
-        ") GROUP BY period, segment, k",
+    # per (period, segment) each user once, with their number of distinct slots k
+    per_user = sql(
+        "SELECT period, segment, distinct_id, uniqExact(slot) AS k FROM ({}) GROUP BY period, segment, distinct_id",
         events,
     )
     if req.on is None:
-        return Query(sql("SELECT period, segment, k, finalizeAggregation(st), 0 FROM ({})", grouped), b)
+        return Query(sql("SELECT period, segment, k, count() AS users, 0 FROM ({}) GROUP BY period, segment, k",
+                         per_user), b)
     ranked = sql(
         "SELECT period, segment, k, users, seg_rank FROM ("
         "SELECT *, dense_rank() OVER (ORDER BY isNull(segment) DESC, seg_users DESC, segment) AS seg_rank FROM ("
-        "SELECT period, segment, k, finalizeAggregation(st) AS users, "
-        "uniqExactMerge(st) OVER (PARTITION BY segment) AS seg_users FROM ({}))) WHERE seg_rank <= {}",
-        grouped,
+        "SELECT period, segment, k, count() AS users, any(seg_users) AS seg_users FROM ("
+        "SELECT *, uniqExact(distinct_id) OVER (PARTITION BY segment) AS seg_users FROM ({})) "
+        "GROUP BY period, segment, k)) WHERE seg_rank <= {}",
+        per_user,
         b.add(req.limit + 1, "UInt32"),
     )
     return Query(ranked, b)

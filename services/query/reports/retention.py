@@ -116,14 +116,18 @@ def _cohort(req: RetentionRequest, ms: Sql, b: Binds) -> Sql:
     return sql("toDate({})", local)
 
 
-def _bucket(req: RetentionRequest, b: Binds) -> Sql:
-    """The bucket index of the return `r.ms` after the anchor `a.a_ms` (needs `at`/`rt` for months)."""
+def _bucket(req: RetentionRequest, b: Binds, anchor: Sql, t: Sql) -> Sql:
+    """The bucket index of a return at `t` after the anchor at `anchor` (both Int64 ms, t >= anchor)."""
     if req.unit in UNIT_MS:
-        return sql("intDiv(r.ms - a.a_ms, {})", b.add(req.interval * UNIT_MS[req.unit], "Int64"))
+        return sql("intDiv({} - {}, {})", t, anchor, b.add(req.interval * UNIT_MS[req.unit], "Int64"))
     # Whole calendar months m from the anchor's local month to the return's; the boundary
     # anchor + m months (day clamped) may still lie after the return: then it is m - 1.
-    months = sql("((toYear(rt) * 12 + toMonth(rt)) - (toYear(at) * 12 + toMonth(at)))")
-    return sql("intDiv({} - if(addMonths(at, {}) > rt, 1, 0), {})", months, months, b.add(req.interval, "Int64"))
+    tz = b.add(req.timeline.tz, "String")
+    at = sql("fromUnixTimestamp64Milli({}, {})", anchor, tz)
+    rt = sql("fromUnixTimestamp64Milli({}, {})", t, tz)
+    months = sql("((toYear({}) * 12 + toMonth({})) - (toYear({}) * 12 + toMonth({})))", rt, rt, at, at)
+    return sql("intDiv({} - if(addMonths({}, {}) > {}, 1, 0), {})", months, at, months, rt,
+               b.add(req.interval, "Int64"))
 
 
 def _scan_end(req: RetentionRequest) -> datetime:
@@ -137,111 +141,154 @@ def _event_filter(name: str | None, b: Binds) -> Sql:
     return sql("event = {}", b.add(name, "String")) if name is not None else sql("1")
 
 
-def _anchors(req: RetentionRequest, b: Binds, start_ms: Sql) -> Sql:
-    """(distinct_id, cohort, a_ms, a_event, a_iid): the anchors in the range."""
-    project = b.add(req.project_id, "UInt64")
-    end = b.add(req.timeline.end, "DateTime64(3, 'UTC')")
+@dataclass(frozen=True)
+class _Shape:
+    """The tuple of one return event in the per-user array `ev`, and how to read it.
+
+    `id` is the dedup hash (as a number): the identity of an event, shared by its unmerged
+    copies, so the anchor's copies are never returns. Compounded anchors are the first
+    event of each bucket in the sorted array; without `on` the order of events at the same
+    millisecond cannot change a count (the anchor and the other event both stand at that
+    instant), with `on` it decides which event's keys count, so the order is the oracle's
+    (time, event, insert_id)."""
+
+    element: Sql  # the tuple, in the scan's SELECT
+    id_of: tuple[Sql, Sql]  # id accessor of a return `e` and of the anchor `a`
+    keys_of: Sql | None  # keys accessor of a return `e`
+    sort: bool
+
+
+def _shape(req: RetentionRequest, keys: Sql | None) -> _Shape:
+    ident = sql("reinterpretAsUInt128(dedup_hash)")
+    if keys is None:
+        return _Shape(sql("(toUnixTimestamp64Milli(time), {})", ident), (sql("e.2"), sql("a.2")), None,
+                      req.retention_type == "compounded")
     if req.retention_type == "birth":
-        assert req.born_event is not None
-        born_where = compile_where(req.born_where, b) if req.born_where is not None else None
-        return sql(
-            "SELECT distinct_id, {} AS cohort, f.1 AS a_ms, {} AS a_event, f.2 AS a_iid FROM ("
-            "SELECT distinct_id, min((toUnixTimestamp64Milli(time), insert_id)) AS f FROM events {} "
-            "WHERE project_id = {} AND event = {} AND time < {} AND distinct_id != '' AND {} GROUP BY distinct_id"
-            ") WHERE a_ms >= {}",
-            _cohort(req, sql("f.1"), b),
-            b.add(req.born_event, "String"),
-            sql("FINAL") if born_where is not None else sql(""),
-            project,
-            b.add(req.born_event, "String"),
-            end,
-            born_where if born_where is not None else sql("1"),
-            start_ms,
-        )
-    where = compile_where(req.where, b) if req.where is not None else None
-    return sql(
-        "SELECT distinct_id, cohort, f.1 AS a_ms, f.2 AS a_event, f.3 AS a_iid FROM ("
-        "SELECT distinct_id, {} AS cohort, min((toUnixTimestamp64Milli(time), event, insert_id)) AS f FROM events {} "
-        "WHERE project_id = {} AND time >= {} AND time < {} AND {} AND distinct_id != '' AND {} "
-        "GROUP BY distinct_id, cohort)",
-        _cohort(req, sql("toUnixTimestamp64Milli(time)"), b),
-        sql("FINAL") if where is not None else sql(""),
-        project,
-        b.add(req.timeline.start, "DateTime64(3, 'UTC')"),
-        end,
-        _event_filter(req.event, b),
-        where if where is not None else sql("1"),
-    )
+        return _Shape(sql("(toUnixTimestamp64Milli(time), {}, {})", ident, keys), (sql("e.2"), sql("a.2")),
+                      sql("e.3"), False)
+    return _Shape(sql("(toUnixTimestamp64Milli(time), event, insert_id, {}, {})", ident, keys),
+                  (sql("e.4"), sql("a.4")), sql("e.5"), True)
 
 
-def build(req: RetentionRequest) -> Query:
-    """Rows (cohort Date, segment Nullable(String), bucket Int64, users, segment rank): bucket
-    -1 is the cohort size; with `unbounded`, bucket i counts users whose LAST bucket is i
-    (-1: none). With `on`, only the top `limit` segments (rank 2, 3, …; $overall is 1)."""
-    b = Binds()
-    start_ms = b.add(int(req.timeline.start.timestamp() * 1000), "Int64")
-    anchors = _anchors(req, b, start_ms)
+def _returns(req: RetentionRequest, b: Binds) -> tuple[Sql, _Shape]:
+    """Per user `ev`: the return events (see `_Shape`)."""
     where = compile_where(req.where, b) if req.where is not None else None
+    keys = None
     if req.on is not None:
         on = compile_on(req.on, b)
-        keys = on.sql if on.is_array else sql("[{}]", on.sql)
-        key_col = sql(", arrayDistinct(arrayFilter(x -> isNotNull(x), {})) AS keys", keys)
-        segs = sql("arrayPushFront(r.keys, NULL)")
-    else:
-        key_col, segs = sql(""), sql("[CAST(NULL, 'Nullable(String)')]")
-    reads = where is not None or req.on is not None
-    returns = sql(
-        "SELECT distinct_id, toUnixTimestamp64Milli(time) AS ms, event, insert_id{} FROM events {} "
-        "WHERE project_id = {} AND time >= {} AND time < {} AND {} AND distinct_id != '' AND {}",
-        key_col,
-        sql("FINAL") if reads else sql(""),
+        keys = sql("arrayDistinct(arrayFilter(x -> isNotNull(x), {}))", on.sql if on.is_array else sql("[{}]", on.sql))
+    shape_ = _shape(req, keys)
+    collect = sql("arraySort(groupArray({}))", shape_.element) if shape_.sort else sql("groupArray({})", shape_.element)
+    text = sql(
+        "SELECT distinct_id, {} AS ev "
+        "FROM events {} WHERE project_id = {} AND time >= {} AND time < {} AND {} AND distinct_id != '' AND {} "
+        "GROUP BY distinct_id",
+        collect,
+        sql("FINAL") if where is not None or req.on is not None else sql(""),
         b.add(req.project_id, "UInt64"),
         b.add(req.timeline.start, "DateTime64(3, 'UTC')"),
         b.add(_scan_end(req), "DateTime64(3, 'UTC')"),
         _event_filter(req.event, b),
         where if where is not None else sql("1"),
     )
-    tz = b.add(req.timeline.tz, "String")
-    n = b.add(req.buckets, "Int64")
-    # One row per (anchor, candidate return); unmatched anchors come with r.ms = 0.
-    pairs = sql(
-        "SELECT a.cohort AS cohort, a.distinct_id AS uid, fromUnixTimestamp64Milli(a.a_ms, {}) AS at, "
-        "fromUnixTimestamp64Milli(r.ms, {}) AS rt, {} AS i, "
-        "r.ms >= a.a_ms AND NOT (r.ms = a.a_ms AND r.event = a.a_event AND r.insert_id = a.a_iid) AND i < {} AS hit, "
-        "arrayConcat([(CAST(NULL, 'Nullable(String)'), toInt64(-1))], "
-        "if(hit, arrayMap(s -> (s, toInt64(i)), {}), [])) AS marks "
-        "FROM ({}) AS r RIGHT JOIN ({}) AS a ON r.distinct_id = a.distinct_id AND r.ms >= a.a_ms",
-        tz,
-        tz,
-        _bucket(req, b),
-        n,
-        segs,
-        returns,
-        anchors,
-    )
-    cells = sql(
-        "SELECT cohort, m.1 AS segment, m.2 AS bucket, uid FROM ({}) ARRAY JOIN marks AS m",
-        pairs,
-    )
-    if req.unbounded:  # per user the last bucket (-1: none), then users per last bucket
-        cells = sql(
-            "SELECT cohort, segment, uid, if(max(bucket) < 0, -1, max(bucket)) AS bucket FROM ({}) "
-            "GROUP BY cohort, segment, uid",
-            cells,
+    return text, shape_
+
+
+def _anchored(req: RetentionRequest, b: Binds) -> tuple[Sql, _Shape]:
+    """One row per anchor: distinct_id, cohort, the anchor `a` (ms first, see `_Shape`) and the user's `ev`."""
+    returns, shape_ = _returns(req, b)
+    start_ms = b.add(int(req.timeline.start.timestamp() * 1000), "Int64")
+    end_ms = b.add(int(req.timeline.end.timestamp() * 1000), "Int64")
+    if req.retention_type == "compounded":
+        # the anchors are the user's first return-eligible event of each cohort bucket in the range
+        text = sql(
+            "SELECT distinct_id, a, {} AS cohort, ev FROM ("
+            "SELECT distinct_id, ev, arrayMap(e -> {}, ev) AS ck, "
+            "arrayFilter((e, k, q) -> k != q AND e.1 < {}, ev, ck, "
+            "arrayPopBack(arrayPushFront(ck, toDate('1970-01-01')))) AS anchors FROM ({})) ARRAY JOIN anchors AS a",
+            _cohort(req, sql("a.1"), b),
+            _cohort(req, sql("e.1"), b),
+            end_ms,
+            returns,
         )
-    grouped = sql(
-        "SELECT cohort, segment, bucket, uniqExactState(uid) AS st FROM ({}) GROUP BY cohort, segment, bucket",
-        cells,
+        return text, shape_
+    assert req.born_event is not None
+    born_where = compile_where(req.born_where, b) if req.born_where is not None else None
+    born = b.add(req.born_event, "String")
+    # first-ever born event, ties by insert_id; `a` = (ms, id) like a return's first two members
+    births = sql(
+        "SELECT distinct_id, (f.1, f.3) AS a FROM ("
+        "SELECT distinct_id, min((toUnixTimestamp64Milli(time), insert_id, reinterpretAsUInt128(dedup_hash))) AS f "
+        "FROM events {} WHERE project_id = {} AND event = {} AND time < {} AND distinct_id != '' AND {} "
+        "GROUP BY distinct_id) WHERE f.1 >= {}",
+        sql("FINAL") if born_where is not None else sql(""),
+        b.add(req.project_id, "UInt64"),
+        born,
+        b.add(req.timeline.end, "DateTime64(3, 'UTC')"),
+        born_where if born_where is not None else sql("1"),
+        start_ms,
+    )
+    text = sql(
+        "SELECT distinct_id, a, {} AS cohort, ev FROM ({}) AS births LEFT JOIN ({}) AS r USING distinct_id",
+        _cohort(req, sql("a.1"), b),
+        births,
+        returns,
+    )
+    return text, _Shape(shape_.element, (shape_.id_of[0], sql("a.2")), shape_.keys_of, shape_.sort)
+
+
+def build(req: RetentionRequest) -> Query:
+    """Rows (cohort Date, segment Nullable(String), bucket Int64, users, segment rank): bucket
+    -1 is the cohort size; with `unbounded`, bucket i counts users whose LAST bucket is i.
+    With `on`, only the top `limit` segments (rank 2, 3, …; $overall is 1).
+
+    Per anchor `marks`: the distinct (segment, bucket) pairs of its returns (segment NULL =
+    $overall), so the final counts are plain `count()`s; one anchor per user and cohort."""
+    b = Binds()
+    anchored, shape_ = _anchored(req, b)
+    not_return = sql("e.1 < a.1 OR {} = {}", shape_.id_of[0], shape_.id_of[1])
+    segments = sql("arrayPushFront({}, NULL)", shape_.keys_of) if shape_.keys_of is not None else sql("[NULL]")
+    marks = sql(
+        "arrayFilter(m -> m.2 >= 0 AND m.2 < {}, arrayDistinct(arrayFlatten(arrayMap(e -> if({}, [], "
+        "arrayMap(s -> (CAST(s, 'Nullable(String)'), {}), {})), ev))))",
+        b.add(req.buckets, "Int64"),
+        not_return,
+        _bucket(req, b, sql("a.1"), sql("e.1")),
+        segments,
+    )
+    if req.unbounded:  # per segment only the last bucket with a return (arrayDistinct drops NULL)
+        last = sql(
+            "arrayMap(s -> (s, arrayMax(arrayMap(m -> m.2, arrayFilter(m -> (m.1 IS NULL AND s IS NULL) OR m.1 = s, "
+            "mk)))), if(empty(mk), [], arrayPushFront(arrayDistinct(arrayMap(m -> m.1, mk)), NULL)))",
+        )
+        marks_col = sql("{} AS mk, {} AS marks", marks, last)
+    else:
+        marks_col = sql("{} AS marks", marks)
+    # one row per (anchor, mark); -1: the anchor is in its cohort; -2: a segment to rank by users
+    ranking = (sql(", arrayMap(s -> (s, toInt64(-2)), arrayDistinct(arrayFilter(s -> isNotNull(s), "
+                   "arrayMap(m -> m.1, marks))))") if req.on is not None else sql(""))
+    cells = sql(
+        "SELECT cohort, m.1 AS segment, m.2 AS bucket, distinct_id FROM ("
+        "SELECT distinct_id, cohort, {} FROM ({})) "
+        "ARRAY JOIN arrayConcat([(CAST(NULL, 'Nullable(String)'), toInt64(-1))], marks{}) AS m",
+        marks_col,
+        anchored,
+        ranking,
     )
     if req.on is None:
-        return Query(sql("SELECT cohort, segment, bucket, finalizeAggregation(st) AS users, 0 AS seg_rank FROM ({}) "
-                         "ORDER BY cohort, bucket", grouped), b)
+        return Query(sql("SELECT cohort, segment, bucket, count() AS users, 0 AS seg_rank FROM ({}) "
+                         "GROUP BY cohort, segment, bucket ORDER BY cohort, bucket", cells), b)
+    grouped = sql(
+        "SELECT if(bucket = -2, toDate('1970-01-01'), cohort) AS ck, segment, bucket, "
+        "if(bucket = -2, uniqExactIf(distinct_id, bucket = -2), count()) AS users FROM ({}) "
+        "GROUP BY ck, segment, bucket",
+        cells,
+    )
     ranked = sql(
-        "SELECT cohort, segment, bucket, users, seg_rank FROM ("
+        "SELECT ck AS cohort, segment, bucket, users, seg_rank FROM ("
         "SELECT *, dense_rank() OVER (ORDER BY isNull(segment) DESC, seg_users DESC, segment) AS seg_rank FROM ("
-        "SELECT cohort, segment, bucket, finalizeAggregation(st) AS users, "
-        "uniqExactMerge(st) OVER (PARTITION BY segment) AS seg_users FROM ({}))) "
-        "WHERE seg_rank <= {} ORDER BY cohort, segment, bucket",
+        "SELECT *, max(if(bucket = -2, users, 0)) OVER (PARTITION BY segment) AS seg_users FROM ({}))) "
+        "WHERE seg_rank <= {} AND bucket != -2 ORDER BY ck, segment, bucket",
         grouped,
         b.add(req.limit + 1, "UInt32"),
     )
@@ -271,8 +318,7 @@ def shape(rows: list[tuple[Any, ...]], req: RetentionRequest) -> dict[str, Any]:
     firsts: dict[str, int] = {}
     for (cohort, segment), by_bucket in cells.items():
         if segment is None:
-            # bounded: bucket -1 holds the cohort; unbounded: every user is in exactly one last bucket
-            firsts[cohort] = by_bucket.get(-1, 0) if not req.unbounded else sum(by_bucket.values())
+            firsts[cohort] = by_bucket.get(-1, 0)  # bucket -1: every anchor of the cohort
     out: dict[str, Any] = {}
     for key in req.timeline.series:
         first = firsts.get(key, 0)
