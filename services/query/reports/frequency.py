@@ -28,7 +28,7 @@ from services.query.expr import compile_on, compile_where
 from services.query.expr.typed import TNode
 from services.query.params import Params
 from services.query.reports._common import Binds, Query, Timeline, read_expr, read_limit, timeline_for_dates
-from services.query.sql import Sql, sql
+from services.query.sql import sql
 from services.query.timerange import local_midnight_utc
 
 __all__ = ["FrequencyRequest", "build", "frequency", "parse_request", "shape"]

@@ -1,56 +1,12 @@
-"""Saved funnels and saved reports ("bookmarks"): their definitions and their store.
-
-Used by the management interface (`services/app/saved.py`), the CLI and the query service
-(`/funnels`, `/funnels/list`, `/insights`). Definitions are validated here for structure;
-the expression texts they carry (`selector`, `where`, `on`) are checked by a callable the
-caller passes in (`check_expr`), so that `shared/` does not depend on the query service.
-
-Saved funnel (stored JSON `definition`; `name` is a column)::
-
-    {"steps": [{"event": "Sign Up"},
-               {"event": "Purchase", "selector": "number(properties[\\"price\\"]) > 10"},
-               {"custom_event": {"id": 101, "name": "Any view", "events": ["View Item", "page view"]}}],
-     "length": 7, "length_unit": "day"}
-
-* 1..`MAX_STEPS` steps. A step is an event name with an optional `selector` (an
-  expression every matching event must satisfy), or a custom event: the OR of 1..50
-  event names, with an integer `id` and a display `name`. A custom step's `event` is
-  `$custom_event:<id>` (it is set when missing).
-* `length` x `length_unit` (`day`, `hour`, `minute`, `second`) is the default conversion
-  window, at most 90 days; the default is 7 days (the interface's UI default).
-
-Saved report (bookmark; stored JSON `params`)::
-
-    {"type": "insights", "events": ["Logged in", "Viewed page"], "unit": "day",
-     "type_of_count": "general", "where": "...", "on": "...", "limit": 60,
-     "from_date": "2024-03-01", "to_date": "2024-03-31"}      # or "last_days": 30
-
-* `type` is `insights` (the only kind of saved report so far): counts of each of 1..20
-  `events` per `unit` bucket (`hour`, `day`, `week`, `month`; default `day`), counted by
-  `type_of_count` (`general`, `unique`, `average`; default `general`), optionally filtered
-  by `where` and segmented by `on` (top `limit`, default 60).
-* Dates: absolute `from_date`/`to_date` (inclusive local days), or relative
-  `last_days`: N (1..3650): the N local days ending today in the project's time zone.
-
-Store: two ReplacingMergeTree tables (`m0004_saved`), one row per change, versioned by
-`updated_at` (microseconds); a delete is a row with `deleted = 1`. Ids are allocated as
-max + 1 over all projects under a process lock (metadata writes come from one
-management process or the CLI; ids are global like the interface's, but every read is
-scoped by project). `MemorySavedStore` is the in-memory twin.
-"""
+"""Saved funnel and saved report definitions: frozen types and their validation (see the package docstring)."""
 
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
-from datetime import UTC, date, datetime, timedelta
-from typing import Any, Protocol
-
-import orjson
-
-from shared.warehouse.client import Warehouse
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from typing import Any
 
 __all__ = [
     "BOOKMARK_UNITS",
@@ -65,12 +21,11 @@ __all__ = [
     "FunnelDefinition",
     "FunnelStep",
     "InsightsParams",
-    "MemorySavedStore",
     "SavedFunnel",
-    "SavedStore",
-    "WarehouseSavedStore",
     "parse_bookmark",
     "parse_funnel",
+    "parse_funnel_definition",
+    "parse_insights_params",
 ]
 
 LENGTH_UNITS: Mapping[str, int] = {"day": 86_400, "hour": 3_600, "minute": 60, "second": 1}
@@ -373,213 +328,3 @@ BOOKMARK_MEMBERS = {"name", "params", "id", "project_id", "created", "modified"}
 def parse_bookmark(data: Any, *, check: ExprCheck | None = None) -> tuple[str, InsightsParams]:
     obj = _object(data, "bookmark", BOOKMARK_MEMBERS)
     return _name(obj.get("name"), "name"), parse_insights_params(obj.get("params"), check=check)
-
-
-# ---------------------------------------------------------------------------------------- store
-class SavedStore(Protocol):
-    def list_funnels(self, project_id: int) -> list[SavedFunnel]: ...
-
-    def get_funnel(self, project_id: int, funnel_id: int) -> SavedFunnel | None: ...
-
-    def create_funnel(self, project_id: int, name: str, definition: FunnelDefinition) -> SavedFunnel: ...
-
-    def update_funnel(
-        self, project_id: int, funnel_id: int, name: str, definition: FunnelDefinition
-    ) -> SavedFunnel | None: ...
-
-    def delete_funnel(self, project_id: int, funnel_id: int) -> bool: ...
-
-    def list_bookmarks(self, project_id: int) -> list[Bookmark]: ...
-
-    def get_bookmark(self, project_id: int, bookmark_id: int) -> Bookmark | None: ...
-
-    def create_bookmark(self, project_id: int, name: str, params: InsightsParams) -> Bookmark: ...
-
-    def update_bookmark(
-        self, project_id: int, bookmark_id: int, name: str, params: InsightsParams
-    ) -> Bookmark | None: ...
-
-    def delete_bookmark(self, project_id: int, bookmark_id: int) -> bool: ...
-
-
-@dataclass(frozen=True)
-class _Row:
-    item_id: int
-    project_id: int
-    name: str
-    body: dict[str, Any]
-    created: datetime
-    modified: datetime
-
-
-def _funnel(row: _Row) -> SavedFunnel:
-    return SavedFunnel(row.item_id, row.project_id, row.name, parse_funnel_definition(row.body), row.created,
-                       row.modified)
-
-
-def _bookmark(row: _Row) -> Bookmark:
-    return Bookmark(row.item_id, row.project_id, row.name, parse_insights_params(row.body), row.created,
-                    row.modified)
-
-
-class _RowStore(Protocol):
-    def rows(self, kind: str, project_id: int, item_id: int | None = None) -> list[_Row]: ...
-
-    def write(self, kind: str, row: _Row, *, deleted: bool = False) -> None: ...
-
-    def next_id(self, kind: str) -> int: ...
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
-def _later(previous: datetime) -> datetime:
-    """A version strictly after `previous` (ReplacingMergeTree keeps the highest `updated_at`)."""
-    return max(_now(), previous + timedelta(microseconds=1))
-
-
-class _Typed:
-    """The typed CRUD on top of a row store (shared by the warehouse store and its twin)."""
-
-    def __init__(self, rows: _RowStore) -> None:
-        self._rows = rows
-        self._lock = threading.Lock()
-
-    def _create(self, kind: str, project_id: int, name: str, body: dict[str, Any]) -> _Row:
-        with self._lock:
-            now = _now()
-            row = _Row(self._rows.next_id(kind), project_id, name, body, now, now)
-            self._rows.write(kind, row)
-            return row
-
-    def _update(self, kind: str, project_id: int, item_id: int, name: str, body: dict[str, Any]) -> _Row | None:
-        with self._lock:
-            found = self._rows.rows(kind, project_id, item_id)
-            if not found:
-                return None
-            row = replace(found[0], name=name, body=body, modified=_later(found[0].modified))
-            self._rows.write(kind, row)
-            return row
-
-    def _delete(self, kind: str, project_id: int, item_id: int) -> bool:
-        with self._lock:
-            found = self._rows.rows(kind, project_id, item_id)
-            if not found:
-                return False
-            self._rows.write(kind, replace(found[0], modified=_later(found[0].modified)), deleted=True)
-            return True
-
-    def list_funnels(self, project_id: int) -> list[SavedFunnel]:
-        return [_funnel(r) for r in self._rows.rows("funnel", project_id)]
-
-    def get_funnel(self, project_id: int, funnel_id: int) -> SavedFunnel | None:
-        found = self._rows.rows("funnel", project_id, funnel_id)
-        return _funnel(found[0]) if found else None
-
-    def create_funnel(self, project_id: int, name: str, definition: FunnelDefinition) -> SavedFunnel:
-        return _funnel(self._create("funnel", project_id, name, definition.to_json()))
-
-    def update_funnel(
-        self, project_id: int, funnel_id: int, name: str, definition: FunnelDefinition
-    ) -> SavedFunnel | None:
-        row = self._update("funnel", project_id, funnel_id, name, definition.to_json())
-        return _funnel(row) if row else None
-
-    def delete_funnel(self, project_id: int, funnel_id: int) -> bool:
-        return self._delete("funnel", project_id, funnel_id)
-
-    def list_bookmarks(self, project_id: int) -> list[Bookmark]:
-        return [_bookmark(r) for r in self._rows.rows("bookmark", project_id)]
-
-    def get_bookmark(self, project_id: int, bookmark_id: int) -> Bookmark | None:
-        found = self._rows.rows("bookmark", project_id, bookmark_id)
-        return _bookmark(found[0]) if found else None
-
-    def create_bookmark(self, project_id: int, name: str, params: InsightsParams) -> Bookmark:
-        return _bookmark(self._create("bookmark", project_id, name, params.to_json()))
-
-    def update_bookmark(
-        self, project_id: int, bookmark_id: int, name: str, params: InsightsParams
-    ) -> Bookmark | None:
-        row = self._update("bookmark", project_id, bookmark_id, name, params.to_json())
-        return _bookmark(row) if row else None
-
-    def delete_bookmark(self, project_id: int, bookmark_id: int) -> bool:
-        return self._delete("bookmark", project_id, bookmark_id)
-
-
-# The two tables of m0004_saved, by kind; the SQL below is fixed text per kind.
-_SELECT = {
-    "funnel": "SELECT item_id, project_id, name, body, created_at, updated_at FROM saved_funnels FINAL "
-    "WHERE deleted = 0 AND project_id = {project_id:UInt64} "
-    "AND ({item_id:UInt64} = 0 OR item_id = {item_id:UInt64}) ORDER BY item_id",
-    "bookmark": "SELECT item_id, project_id, name, body, created_at, updated_at FROM saved_reports FINAL "
-    "WHERE deleted = 0 AND project_id = {project_id:UInt64} "
-    "AND ({item_id:UInt64} = 0 OR item_id = {item_id:UInt64}) ORDER BY item_id",
-}
-_MAX_ID = {
-    "funnel": "SELECT max(item_id) FROM saved_funnels",
-    "bookmark": "SELECT max(item_id) FROM saved_reports",
-}
-_TABLE = {"funnel": "saved_funnels", "bookmark": "saved_reports"}
-_COLUMNS = ["project_id", "item_id", "name", "body", "created_at", "updated_at", "deleted"]
-
-
-class _WarehouseRows:
-    def __init__(self, warehouse: Warehouse) -> None:
-        self.warehouse = warehouse
-
-    def rows(self, kind: str, project_id: int, item_id: int | None = None) -> list[_Row]:
-        found = self.warehouse.query(_SELECT[kind], {"project_id": project_id, "item_id": item_id or 0})
-        return [
-            _Row(int(r[0]), int(r[1]), r[2], orjson.loads(r[3]), _utc(r[4]), _utc(r[5])) for r in found
-        ]
-
-    def write(self, kind: str, row: _Row, *, deleted: bool = False) -> None:
-        self.warehouse.insert(
-            _TABLE[kind],
-            _COLUMNS,
-            [[row.project_id, row.item_id, row.name, orjson.dumps(row.body).decode(), row.created, row.modified,
-              1 if deleted else 0]],
-        )
-
-    def next_id(self, kind: str) -> int:
-        return int(self.warehouse.query(_MAX_ID[kind])[0][0] or 0) + 1
-
-
-def _utc(value: datetime) -> datetime:
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value
-
-
-class WarehouseSavedStore(_Typed):
-    """Saved funnels and reports in the warehouse's metadata tables."""
-
-    def __init__(self, warehouse: Warehouse) -> None:
-        super().__init__(_WarehouseRows(warehouse))
-
-
-@dataclass
-class _MemoryRows:
-    data: dict[tuple[str, int], tuple[_Row, bool]] = field(default_factory=dict)
-
-    def rows(self, kind: str, project_id: int, item_id: int | None = None) -> list[_Row]:
-        out = [
-            row
-            for (k, i), (row, deleted) in sorted(self.data.items())
-            if k == kind and not deleted and row.project_id == project_id and (item_id is None or i == item_id)
-        ]
-        return out
-
-    def write(self, kind: str, row: _Row, *, deleted: bool = False) -> None:
-        self.data[(kind, row.item_id)] = (row, deleted)
-
-    def next_id(self, kind: str) -> int:
-        return max((i for k, i in self.data if k == kind), default=0) + 1
-
-
-class MemorySavedStore(_Typed):
-    """The in-memory twin of `WarehouseSavedStore` (unit tests)."""
-
-    def __init__(self) -> None:
-        super().__init__(_MemoryRows())
