@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-BENCHMARKS = ["import_embedded", "gateway_kafka", "end_to_end"]
+BENCHMARKS = ["import_embedded", "gateway_kafka", "end_to_end", "query_segmentation"]
 
 
 def main(argv: list[str]) -> None:

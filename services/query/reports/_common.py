@@ -449,14 +449,28 @@ def final_events(scope: Scope, names: Sequence[str] | None, where: Sql | None, b
     )
 
 
+# Per-cell measures by `type`: reading and hashing distinct_id only where the answer needs it.
+_CELL_MEASURES = {
+    "general": sql("count() AS n, toUInt64(0) AS u"),
+    "average": sql("count() AS n, uniqExactIf(distinct_id, distinct_id != '') AS u"),
+    None: sql("count() AS n, uniqExactIf(distinct_id, distinct_id != '') AS u"),
+}
+
+
+def cell_measures(kind: str | None) -> Sql:
+    """`n, u` of one cell for `type` `kind` (`u` is 0 for general; None: both)."""
+    return _CELL_MEASURES.get(kind, _CELL_MEASURES[None])
+
+
 def counts_where(scope: Scope, names: Sequence[str] | None, timeline: Timeline, where: Sql,
-                 binds: Binds) -> Sql:
+                 binds: Binds, *, kind: str | None = None) -> Sql:
     """Counts of the events passing `where`. `FINAL` collapses duplicates first, so the
-    latest copy's properties decide (semantics §2: the most recently ingested wins)."""
+    latest copy's properties decide (semantics §2: the most recently ingested wins).
+    With `kind="general"` the users (`u`) are not computed (0)."""
     return sql(
-        "SELECT event AS name, {} AS bucket, count() AS n, uniqExactIf(distinct_id, distinct_id != '') AS u "
-        "FROM {} GROUP BY name, bucket",
+        "SELECT event AS name, {} AS bucket, {} FROM {} GROUP BY name, bucket",
         bucket_key(_TIME, timeline, binds),
+        cell_measures(kind),
         final_events(scope, names, where, binds),
     )
 
@@ -466,14 +480,32 @@ def segment_expr(on: OnSql) -> Sql:
 
 
 def segmented(scope: Scope, names: Sequence[str] | None, timeline: Timeline, on: OnSql, where: Sql | None,
-              allowed: Sequence[str] | None, rank_by_users: bool, limit: int, binds: Binds) -> Sql:
+              allowed: Sequence[str] | None, rank_by_users: bool, limit: int, binds: Binds, *,
+              kind: str | None = None) -> Sql:
     """Per segment of `on`: (segment, total events, total users, [(bucket, n, u)]), for the
     top `limit` segments by events (or by users over the whole range, `rank_by_users`),
     ties by segment ascending. Events whose `on` is undefined or null have no segment;
-    a list puts the event once into each of its distinct elements' segments."""
+    a list puts the event once into each of its distinct elements' segments.
+
+    `kind` general or average skips what that type does not use (users, or the users'
+    totals over the range; reported as 0)."""
     keep = sql("isNotNull(seg)")
     if allowed is not None:
         keep = sql("isNotNull(seg) AND has({}, assumeNotNull(seg))", binds.add(list(allowed), "Array(String)"))
+    if kind in ("general", "average") and not rank_by_users:
+        return sql(
+            "SELECT assumeNotNull(seg) AS segment, sum(n) AS tn, toUInt64(0) AS tu, groupArray((bucket, n, u)) "
+            "FROM (SELECT seg, bucket, {} FROM (SELECT {} AS seg, {} AS bucket{} FROM {}) "
+            "WHERE {} GROUP BY seg, bucket) "
+            "GROUP BY seg ORDER BY tn DESC, seg ASC LIMIT {}",
+            _CELL_MEASURES[kind],
+            segment_expr(on),
+            bucket_key(_TIME, timeline, binds),
+            sql(", distinct_id") if kind == "average" else sql(""),
+            final_events(scope, names, where, binds),
+            keep,
+            binds.add(limit, "UInt32"),
+        )
     order = sql("tu DESC, seg ASC") if rank_by_users else sql("tn DESC, seg ASC")
     return sql(
         "SELECT assumeNotNull(seg) AS segment, sum(n) AS tn, uniqExactMerge(us) AS tu, groupArray((bucket, n, u)) "

@@ -101,7 +101,7 @@ def build(req: PropertiesRequest) -> Query:
     binds = Binds()
     on = compile_on(_property(req.name), binds)
     text = segmented(Scope.of(req.project_id, req.timeline), [req.event], req.timeline, on, None, req.values,
-                     req.type == "unique", req.limit, binds)
+                     req.type == "unique", req.limit, binds, kind=req.type)
     return Query(text, binds)
 
 

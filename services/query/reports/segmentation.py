@@ -43,6 +43,7 @@ from services.query.reports._common import (
     Scope,
     Timeline,
     bucket_key,
+    cell_measures,
     counts,
     counts_where,
     final_events,
@@ -105,9 +106,10 @@ def build(req: SegmentationRequest) -> Query:
     where = compile_where(req.where, binds) if req.where is not None else None
     if req.on is not None:
         on = compile_on(req.on, binds)
-        text = segmented(scope, [req.event], req.timeline, on, where, None, req.type == "unique", req.limit, binds)
+        text = segmented(scope, [req.event], req.timeline, on, where, None, req.type == "unique", req.limit, binds,
+                         kind=req.type)
     elif where is not None:
-        text = counts_where(scope, [req.event], req.timeline, where, binds)
+        text = counts_where(scope, [req.event], req.timeline, where, binds, kind=req.type)
     else:
         text = counts(scope, [req.event], req.timeline, binds, kind=req.type)
     return Query(text, binds)
@@ -230,11 +232,10 @@ def build_numeric(req: NumericRequest, buckets: Buckets) -> Query:
     bucket = bucket_key(sql("time"), req.timeline, binds)
     number, source = _numeric_scan(req, binds)
     return Query(sql(
-        "SELECT least(arrayCount(e -> assumeNotNull(x) >= e, {}), {}) AS idx, bucket, count(), "
-        "uniqExactIf(distinct_id, distinct_id != '') "
+        "SELECT least(arrayCount(e -> assumeNotNull(x) >= e, {}), {}) AS idx, bucket, {} "
         "FROM (SELECT {} AS x, {} AS bucket, distinct_id FROM {}) "
         "WHERE isNotNull(x) GROUP BY idx, bucket",
-        edges, last, number, bucket, source), binds)
+        edges, last, cell_measures(req.type), number, bucket, source), binds)
 
 
 def shape_numeric(rows: list[tuple[Any, ...]], req: NumericRequest, buckets: Buckets | None) -> dict[str, Any]:
