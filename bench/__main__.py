@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-BENCHMARKS = ["import_embedded", "gateway_kafka", "end_to_end", "query_segmentation"]
+BENCHMARKS = ["import_embedded", "gateway_kafka", "end_to_end", "query_segmentation", "query_funnels"]
 
 
 def main(argv: list[str]) -> None:

@@ -59,7 +59,7 @@ def build(req: StreamRequest) -> Query:
     scope = Scope.of(req.project_id, req.timeline)
     text = sql(
         "SELECT event, toUnixTimestamp64Milli(time) AS ms, distinct_id, insert_id, properties FROM events FINAL "
-        "WHERE {} AND has({}, distinct_id) ORDER BY ms, event, distinct_id, insert_id LIMIT {}",
+        "WHERE {} AND distinct_id IN {} ORDER BY ms, event, distinct_id, insert_id LIMIT {}",
         scope.condition(b, sql("time")),
         b.add(list(req.distinct_ids), "Array(String)"),
         b.add(MAX_EVENTS + 1, "UInt32"),

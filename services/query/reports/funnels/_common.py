@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import LiteralString
 
 from services.query.expr import compile_on, compile_where
-from services.query.reports._common import Query
+from services.query.reports._common import Query, event_filter
 from services.query.reports.funnels.request import FunnelsRequest
 from services.query.sql import Params, Sql, number, sql
 
@@ -32,7 +32,7 @@ class Scope:
     end: Sql
     scan_lo: Sql  # events: [scan_lo, scan_hi] as DateTime64
     scan_hi: Sql
-    names: Sql  # every step's event names
+    names: Sql  # UInt8: the row is an event of some step (`event IN …`, so the primary key prunes)
     where: Sql  # UInt8
     final: Sql  # "FINAL" when properties are read by where/selectors, else empty
     on_keys: Sql | None  # Array(Nullable(String)) of a row, without NULLs and repeats
@@ -61,7 +61,7 @@ def scope(req: FunnelsRequest, p: Params) -> Scope:
         end=p.add(end, "DateTime64(3, 'UTC')"),
         scan_lo=p.add(_datetime(start_ms - GRACE_MS * (n - 1)), "DateTime64(3, 'UTC')"),
         scan_hi=p.add(_datetime(end_ms + req.window_ms), "DateTime64(3, 'UTC')"),
-        names=p.add(names, "Array(String)"),
+        names=event_filter(names, p),
         where=compile_where(req.where, p) if req.where is not None else sql("1"),
         final=sql("FINAL") if reads_properties else sql(""),
         on_keys=on_keys,
@@ -94,7 +94,7 @@ def bucket_date(req: FunnelsRequest, ms: Sql, p: Params) -> Sql:
 def step_condition(req: FunnelsRequest, k: int, p: Params) -> Sql:
     """UInt8: the row is an event of step k (one of its names, and its selector)."""
     step = req.funnel.steps[k]
-    cond = sql("has({}, event)", p.add(list(step.names), "Array(String)"))
+    cond = event_filter(list(step.names), p)
     selector = req.selectors[k] if k < len(req.selectors) else None
     if selector is not None:
         cond = sql("({} AND {})", cond, compile_where(selector, p))

@@ -10,7 +10,7 @@ Per user (one GROUP BY over the step events of the scanned range):
 
 * `s1`…`s{n-1}`: the sorted times of each later step; `e0`: the step-0 events inside the
   range, sorted (with `on`: by time, event, insert_id and latest copy first, carrying the
-  segment keys);
+  segment keys, from a scan of their own so that `on` is computed for those rows only);
 * the entries: the first step-0 event of each bucket;
 * for each step k, the attempts still going (`xp{k-1}`: their step k-1 times, which are
   non-decreasing along the attempts) are merged with `s{k}` in one `arraySort` of numbers
@@ -22,6 +22,7 @@ Per user (one GROUP BY over the step events of the scanned range):
 
 from __future__ import annotations
 
+from services.query.reports._common import event_filter
 from services.query.reports.funnels._common import (
     GRACE_MS,
     Query,
@@ -38,31 +39,54 @@ __all__ = ["build_disjoint"]
 
 
 def _per_user(req: FunnelsRequest, p: Params) -> Sql:
-    """Per user: `e0` (the range's step-0 events, sorted) and `s1`… (each later step's sorted times).
-
-    Two scans, UNION ALL: the step-0 events of the range (where the segment keys are
-    computed, so `on` is evaluated on those rows only) and the later steps' events of the
-    widened range. The names of the steps are disjoint, so the two never share a row."""
+    """Per user: `e0` (the range's step-0 events, sorted) and `s1`… (each later step's sorted times)."""
+    if req.on is not None:
+        return _per_user_segmented(req, p)
     sc = scope(req, p)
     n = len(req.funnel.steps)
+    conditions = [
+        sql("({} AND ms >= {} AND ms < {}) AS c0", step_condition(req, 0, p), sc.start_ms, sc.end_ms),
+        *(sql("{} AS {}", step_condition(req, k, p), alias("c", k)) for k in range(1, n)),
+    ]
+    arrays = [
+        sql("arraySort(groupArrayIf(ms, c0)) AS e0"),
+        *(sql("arraySort(groupArrayIf(ms, {})) AS {}", alias("c", k), alias("s", k)) for k in range(1, n)),
+    ]
+    return sql(
+        "SELECT distinct_id, {} FROM (SELECT distinct_id, toUnixTimestamp64Milli(time) AS ms, {} FROM events {} "
+        "WHERE project_id = {} AND time >= {} AND time <= {} AND {} AND distinct_id != '' AND {}) "
+        "GROUP BY distinct_id HAVING notEmpty(e0)",
+        join(", ", arrays),
+        join(", ", conditions),
+        sc.final,
+        sc.project_id,
+        sc.scan_lo,
+        sc.scan_hi,
+        sc.names,
+        sc.where,
+    )
+
+
+def _per_user_segmented(req: FunnelsRequest, p: Params) -> Sql:
+    """With `on`: two scans, UNION ALL: the step-0 events of the range, where the segment keys
+    are computed (so `on` is evaluated on those rows only) and which are sorted with the
+    latest copy of a duplicate first, and the later steps' events of the widened range.
+    The names of the steps are disjoint, so the two never share a row."""
+    sc = scope(req, p)
+    assert sc.on_keys is not None
+    n = len(req.funnel.steps)
     later_names = sorted({name for step in req.funnel.steps[1:] for name in step.names})
-    if sc.on_keys is None:
-        entries = sql("arraySort(groupArrayIf(ms, step = 0)) AS e0")
-        keys, no_keys = sql(""), sql("")
-    else:
-        entries = sql("arraySort(groupArrayIf((ms, name, iid, -ing, keys), step = 0)) AS e0")
-        keys, no_keys = sql(", {} AS keys", sc.on_keys), sql(", CAST([], 'Array(Nullable(String))') AS keys")
     later = [sql("arraySort(groupArrayIf(ms, step = {})) AS {}", number(k), alias("s", k)) for k in range(1, n)]
     step0 = sql(
         "SELECT distinct_id, event AS name, insert_id AS iid, toUnixTimestamp64Milli(time) AS ms, "
-        "toUnixTimestamp64Milli(ingested_at) AS ing, toUInt8(0) AS step{} FROM events {} "
-        "WHERE project_id = {} AND time >= {} AND time < {} AND has({}, event) AND distinct_id != '' AND {} AND {}",
-        keys,
+        "toUnixTimestamp64Milli(ingested_at) AS ing, toUInt8(0) AS step, {} AS keys FROM events {} "
+        "WHERE project_id = {} AND time >= {} AND time < {} AND {} AND distinct_id != '' AND {} AND {}",
+        sc.on_keys,
         sc.final,
         sc.project_id,
         sc.start,
         sc.end,
-        p.add(list(req.funnel.steps[0].names), "Array(String)"),
+        event_filter(list(req.funnel.steps[0].names), p),
         step_condition(req, 0, p),
         sc.where,
     )
@@ -75,21 +99,20 @@ def _per_user(req: FunnelsRequest, p: Params) -> Sql:
         )
         rest = sql(
             "SELECT distinct_id, '' AS name, '' AS iid, toUnixTimestamp64Milli(time) AS ms, "
-            "toInt64(0) AS ing, {} AS step{} FROM events {} "
-            "WHERE project_id = {} AND time >= {} AND time <= {} AND has({}, event) AND distinct_id != '' AND {}",
+            "toInt64(0) AS ing, {} AS step, CAST([], 'Array(Nullable(String))') AS keys FROM events {} "
+            "WHERE project_id = {} AND time >= {} AND time <= {} AND {} AND distinct_id != '' AND {}",
             step_of,
-            no_keys,
             sc.final,
             sc.project_id,
             sc.scan_lo,
             sc.scan_hi,
-            p.add(later_names, "Array(String)"),
+            event_filter(later_names, p),
             sc.where,
         )
         rows = sql("{} UNION ALL {}", step0, rest)
     return sql(
         "SELECT distinct_id, {} FROM ({}) GROUP BY distinct_id HAVING notEmpty(e0)",
-        join(", ", [entries, *later]),
+        join(", ", [sql("arraySort(groupArrayIf((ms, name, iid, -ing, keys), step = 0)) AS e0"), *later]),
         rows,
     )
 

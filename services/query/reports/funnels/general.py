@@ -62,7 +62,7 @@ def build_general(req: FunnelsRequest) -> Query:
     events = sql(
         "SELECT distinct_id, arraySort(groupArray((toUnixTimestamp64Milli(time), event, insert_id, mask{}))) AS ev "
         "FROM (SELECT time, event, insert_id, distinct_id, {} AS mask{} FROM events FINAL "
-        "WHERE project_id = {} AND time >= {} AND time <= {} AND has({}, event) AND distinct_id != '' AND {}) "
+        "WHERE project_id = {} AND time >= {} AND time <= {} AND {} AND distinct_id != '' AND {}) "
         "WHERE mask != 0 GROUP BY distinct_id",
         seg_item,
         mask,

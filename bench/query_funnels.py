@@ -1,0 +1,313 @@
+"""Funnels, retention and frequency on 10 million events: our endpoints beside hand-written queries.
+
+The dataset is the segmentation benchmark's (`bench/query_segmentation.py`: 10,000,000
+events over 2025-01-01 .. 2025-01-30, 50 event names, 100,000 users, project 1 in
+Europe/Berlin, merged), generated once into FOOTFALL_BENCH_DIR. Two saved funnels are
+added to it (idempotently): `event_00 → event_01 → event_02` and
+`event_00 → event_10 → event_20 → event_30 → event_40`, one-day window.
+
+Cases, each over the 30 days: the 3-step and 5-step funnels with and without
+`on=properties["plan"]`; birth retention (born `event_00`, returns `event_01`, 14 daily
+buckets); compounded retention (`event_00`, 14 daily buckets); the frequency report
+(`event_00`, weekly periods of daily slots).
+
+Each endpoint is called over HTTP (uvicorn in a thread of this process, the embedded app
+of `footfall serve`, query limits off) and the hand-written query runs on the same chDB
+store, interleaved, `--rounds` times after a warm-up; both must give the same numbers.
+
+The hand-written queries compute exactly the same numbers (the 2-second grace, the window
+counted from the first step-0 event of each day, entries per day, rolling retention
+buckets, the anchor excluded from returns). No shorter formulation with ClickHouse's own
+functions gives these numbers (`windowFunnel` restarts from any step-0 event and has no
+grace; `retention()` is calendar-based), so they are the best formulations found by hand:
+per-user numeric arrays and sort-merged lower bounds for funnels, per-user bucket sets for
+retention. `windowFunnel` is timed too, for reference only (different numbers).
+Result: bench/results/query_funnels.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench._common import BOOTSTRAP_ENV, write_result
+from bench.query_segmentation import DEFAULT_DIR, END, EVENTS, FROM, START, TO, TZ, _ms, _serve, ensure_dataset
+
+R = f"project_id = 1 AND time >= toDateTime64('{START}', 3, 'UTC') AND time < toDateTime64('{END}', 3, 'UTC')"
+S_MS, E_MS = "toUnixTimestamp64Milli(toDateTime64('{}', 3, 'UTC'))".format(START), \
+    "toUnixTimestamp64Milli(toDateTime64('{}', 3, 'UTC'))".format(END)
+DAY_MS = 86_400_000
+FUNNELS = {
+    "bench 3-step": ["event_00", "event_01", "event_02"],
+    "bench 5-step": ["event_00", "event_10", "event_20", "event_30", "event_40"],
+}
+
+
+def _funnel_sql(steps: list[str], on: bool) -> str:
+    """Hand-written: per user the step-0 times of the range and each later step's times,
+    sorted; entries = first step-0 time per local day; each next step = the first step-k
+    time >= previous - 2 s (merged by one sort of 2t / 2t+1 codes), kept when <= entry + 1 day."""
+    n = len(steps)
+    names = ", ".join(f"'{s}'" for s in steps)
+    if on:
+        e0 = (f"arraySort(groupArrayIf((ms, event, insert_id, pk), "
+              f"event = '{steps[0]}' AND ms >= {S_MS} AND ms < {E_MS}))")
+        t0, g0 = "arrayMap(e -> e.1, e0)", ", arrayFilter((g, k, q) -> k != q, arrayMap(e -> e.4, e0), k0, kp) AS g0"
+    else:
+        e0 = f"arraySort(groupArrayIf(ms, event = '{steps[0]}' AND ms >= {S_MS} AND ms < {E_MS}))"
+        t0, g0 = "e0", ""
+    later = ", ".join(f"arraySort(groupArrayIf(ms, event = '{s}')) AS s{k}" for k, s in enumerate(steps) if k)
+    scan = f"""project_id = 1 AND time >= toDateTime64('{START}', 3, 'UTC') - toIntervalMillisecond({2000 * (n - 1)})
+               AND time <= toDateTime64('{END}', 3, 'UTC') + toIntervalDay(1)"""
+    if on:  # the plan only for the step-0 rows: a scan of their own
+        names_later = ", ".join(f"'{s}'" for s in steps[1:])
+        rows = f"""SELECT distinct_id, event, insert_id, toUnixTimestamp64Milli(time) AS ms,
+                          [JSONExtractString(properties, 'plan')] AS pk FROM events
+                   WHERE project_id = 1 AND event = '{steps[0]}' AND time >= toDateTime64('{START}', 3, 'UTC')
+                     AND time < toDateTime64('{END}', 3, 'UTC')
+                   UNION ALL
+                   SELECT distinct_id, event, '', toUnixTimestamp64Milli(time), [] FROM events
+                   WHERE {scan} AND event IN ({names_later})"""
+    else:
+        rows = f"SELECT distinct_id, event, toUnixTimestamp64Milli(time) AS ms FROM events WHERE {scan} AND event IN ({names})"
+    query = f"""SELECT *, {t0} AS t0, arrayMap(t -> toDate(fromUnixTimestamp64Milli(t, '{TZ}')), t0) AS k0,
+            arrayPopBack(arrayPushFront(k0, toDate('1970-01-01'))) AS kp,
+            arrayFilter((t, k, q) -> k != q, t0, k0, kp) AS x0, arrayFilter((k, q) -> k != q, k0, kp) AS b0,
+            x0 AS xp0{g0}
+        FROM (SELECT distinct_id, {e0} AS e0, {later} FROM ({rows}) GROUP BY distinct_id HAVING notEmpty(e0))"""
+    outs = ["arrayMap((b, g) -> (b, 0, 0, 0, g), b0, g0)" if on else "arrayMap(b -> (b, 0, 0, 0), b0)"]
+    for k in range(1, n):
+        step = [f"arraySort(arrayConcat(arrayMap(x -> (x - 2000) * 2, xp{k - 1}), arrayMap(s -> s * 2 + 1, s{k}))) "
+                f"AS m{k}",
+                f"arrayMap(v -> if(v % 2 = 1, intDiv(v, 2), -1), arrayFilter((v, x) -> x % 2 = 0, "
+                f"arrayReverseFill(x -> x % 2 = 1, m{k}), m{k})) AS f{k}",
+                f"arrayMap((v, s) -> v >= 0 AND v <= s + {DAY_MS}, f{k}, x{k - 1}) AS ok{k}",
+                f"arrayFilter((v, o) -> o, b{k - 1}, ok{k}) AS b{k}",
+                f"arrayFilter((v, o) -> o, x{k - 1}, ok{k}) AS x{k}",
+                f"arrayFilter((v, o) -> o, xp{k - 1}, ok{k}) AS pp{k}",
+                f"arrayFilter((v, o) -> o, f{k}, ok{k}) AS xp{k}"]
+        if on:
+            step.append(f"arrayFilter((v, o) -> o, g{k - 1}, ok{k}) AS g{k}")
+            outs.append(f"arrayMap((b, s, q, x, g) -> (b, {k}, greatest(0, x - q), greatest(0, x - s), g), "
+                        f"b{k}, x{k}, pp{k}, xp{k}, g{k})")
+        else:
+            outs.append(f"arrayMap((b, s, q, x) -> (b, {k}, greatest(0, x - q), greatest(0, x - s)), "
+                        f"b{k}, x{k}, pp{k}, xp{k})")
+        query = f"SELECT *, {', '.join(step)} FROM ({query})"
+    seg = "arrayJoin(arrayPushFront(o.5, NULL))" if on else "NULL"
+    return f"""SELECT o.1 AS day, {seg} AS segment, o.2 AS step, count(), sum(o.3), sum(o.4)
+        FROM (SELECT arrayJoin(arrayConcat({', '.join(outs)})) AS o FROM ({query}))
+        GROUP BY day, segment, step"""
+
+
+def _window_funnel_sql(steps: list[str]) -> str:
+    conds = ", ".join(f"event = '{s}'" for s in steps)
+    names = ", ".join(f"'{s}'" for s in steps)
+    return f"""SELECT level, count() FROM (SELECT distinct_id, windowFunnel(86400)(toDateTime(time), {conds}) AS level
+        FROM events WHERE {R} AND event IN ({names}) GROUP BY distinct_id) GROUP BY level"""
+
+
+BIRTH_SQL = f"""
+SELECT cohort, i, count() FROM (
+    SELECT toDate(fromUnixTimestamp64Milli(b.1, '{TZ}')) AS cohort,
+           arrayJoin(arrayPushFront(arrayDistinct(arrayFilter(i -> i >= 0 AND i <= 14,
+               arrayMap((t, iid) -> if(t < b.1 OR (t = b.1 AND iid = b.2), -1, intDiv(t - b.1, {DAY_MS})), r.1, r.2))), -1)) AS i
+    FROM (SELECT distinct_id, min((toUnixTimestamp64Milli(time), insert_id)) AS b FROM events
+          WHERE project_id = 1 AND event = 'event_00' AND time < toDateTime64('{END}', 3, 'UTC') GROUP BY distinct_id
+          HAVING b.1 >= {S_MS}) AS births
+    LEFT JOIN (SELECT distinct_id, (groupArray(toUnixTimestamp64Milli(time)), groupArray(insert_id)) AS r FROM events
+          WHERE project_id = 1 AND event = 'event_01' AND time >= toDateTime64('{START}', 3, 'UTC')
+            AND time < toDateTime64('{END}', 3, 'UTC') + toIntervalDay(15) GROUP BY distinct_id) AS ret
+    USING distinct_id
+) GROUP BY cohort, i"""
+
+COMPOUNDED_SQL = f"""
+SELECT cohort, i, count() FROM (
+    SELECT distinct_id, toDate(fromUnixTimestamp64Milli(a.1, '{TZ}')) AS cohort,
+           arrayJoin(arrayPushFront(arrayDistinct(arrayFilter(i -> i >= 0 AND i <= 14,
+               arrayMap((t, iid) -> if(t < a.1 OR (t = a.1 AND iid = a.2), -1, intDiv(t - a.1, {DAY_MS})), ts, iids))),
+               -1)) AS i
+    FROM (SELECT distinct_id, arraySort(groupArray((toUnixTimestamp64Milli(time), insert_id))) AS ev,
+                 arrayMap(e -> e.1, ev) AS ts, arrayMap(e -> e.2, ev) AS iids,
+                 arrayFilter((e, k, q) -> k != q AND e.1 < {E_MS},
+                     ev, arrayMap(e -> toDate(fromUnixTimestamp64Milli(e.1, '{TZ}')), ev),
+                     arrayPopBack(arrayPushFront(arrayMap(e -> toDate(fromUnixTimestamp64Milli(e.1, '{TZ}')), ev),
+                                                 toDate('1970-01-01')))) AS anchors
+          FROM events WHERE project_id = 1 AND event = 'event_00' AND time >= toDateTime64('{START}', 3, 'UTC')
+            AND time < toDateTime64('{END}', 3, 'UTC') + toIntervalDay(15) GROUP BY distinct_id)
+    ARRAY JOIN anchors AS a
+) GROUP BY cohort, i"""
+
+FREQUENCY_SQL = f"""
+SELECT period, k, count() FROM (
+    SELECT toMonday(toDate(time, '{TZ}')) AS period, distinct_id, uniqExact(toDate(time, '{TZ}')) AS k FROM events
+    WHERE project_id = 1 AND event = 'event_00'
+      AND time >= toDateTime64('2024-12-29 23:00:00', 3, 'UTC') AND time < toDateTime64('2025-02-02 23:00:00', 3, 'UTC')
+    GROUP BY period, distinct_id
+) GROUP BY period, k"""
+
+
+@dataclass
+class Case:
+    name: str
+    path: str
+    params: dict[str, str]
+    hand_written: str
+    same: Callable[[Any, list[tuple[Any, ...]]], bool]
+    reference: str | None = None  # timed for context only (other numbers)
+
+
+def _funnel_cells(body: Any) -> dict[tuple[str, str | None, int], tuple[int, int, int]]:
+    out = {}
+    for day, value in body["data"].items():
+        groups = {None: value["steps"]} if "steps" in value else {
+            (None if k == "$overall" else k): v for k, v in value.items()}
+        for seg, steps in groups.items():
+            for i, s in enumerate(steps):
+                if s["count"]:
+                    out[(day, seg, i)] = (s["count"], s["avg_time"] or 0, s["avg_time_from_start"])
+    return out
+
+
+def _same_funnel(body: Any, rows: list[tuple[Any, ...]]) -> bool:
+    expected = {}
+    for day, seg, step, n, step_ms, start_ms in rows:
+        avg = (2 * step_ms + 1000 * n) // (2000 * n)
+        expected[(day.isoformat(), seg, int(step))] = (n, avg if step else 0, (2 * start_ms + 1000 * n) // (2000 * n))
+    return _funnel_cells(body) == expected
+
+
+def _same_retention(body: Any, rows: list[tuple[Any, ...]]) -> bool:
+    expected: dict[str, dict[str, Any]] = {}
+    for cohort, i, n in rows:
+        cell = expected.setdefault(cohort.isoformat(), {"counts": [0] * 15, "first": 0})
+        if i < 0:
+            cell["first"] = n
+        else:
+            cell["counts"][i] = n
+    return {k: v for k, v in body.items() if v["first"]} == expected
+
+
+def _same_frequency(body: Any, rows: list[tuple[Any, ...]]) -> bool:
+    exactly: dict[str, dict[int, int]] = {}
+    for period, k, n in rows:
+        exactly.setdefault(period.isoformat(), {})[int(k)] = n
+    for period, row in body["data"].items():
+        at_least = [sum(n for k, n in exactly.get(period, {}).items() if k >= j + 1) for j in range(len(row))]
+        if row != at_least:
+            return False
+    return set(exactly) <= set(body["data"])
+
+
+def cases(funnel_ids: dict[str, int]) -> list[Case]:
+    rng = {"from_date": FROM, "to_date": TO}
+    out = []
+    for name, steps in FUNNELS.items():
+        for on in (False, True):
+            params = {**rng, "funnel_id": str(funnel_ids[name])}
+            if on:
+                params["on"] = 'properties["plan"]'
+            out.append(Case(f"/funnels {len(steps)} steps{' on' if on else ''}", "/api/2.0/funnels", params,
+                            _funnel_sql(steps, on), _same_funnel, _window_funnel_sql(steps)))
+    out.append(Case("/retention birth 14d", "/api/2.0/retention",
+                    {**rng, "born_event": "event_00", "event": "event_01", "interval_count": "14"},
+                    BIRTH_SQL, _same_retention))
+    out.append(Case("/retention compounded 14d", "/api/2.0/retention",
+                    {**rng, "retention_type": "compounded", "event": "event_00", "interval_count": "14"},
+                    COMPOUNDED_SQL, _same_retention))
+    out.append(Case("/retention/addiction", "/api/2.0/retention/addiction",
+                    {**rng, "event": "event_00", "unit": "week", "addiction_unit": "day"},
+                    FREQUENCY_SQL, _same_frequency))
+    return out
+
+
+def _saved_funnels(warehouse: Any) -> dict[str, int]:
+    from shared.saved import WarehouseSavedStore, parse_funnel
+
+    store = WarehouseSavedStore(warehouse)
+    found = {f.name: f.funnel_id for f in store.list_funnels(1)}
+    for name, steps in FUNNELS.items():
+        if name not in found:
+            _, definition = parse_funnel({"name": name, "steps": [{"event": s} for s in steps], "length": 1,
+                                          "length_unit": "day"})
+            found[name] = store.create_funnel(1, name, definition).funnel_id
+    return found
+
+
+def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    t0 = time.perf_counter()
+    value = fn()
+    return time.perf_counter() - t0, value
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=11)
+    parser.add_argument("--data", type=Path, default=DEFAULT_DIR)
+    parser.add_argument("--only", default="", help="run the cases whose name contains this text")
+    args = parser.parse_args(argv)
+
+    from services.standalone.main import build_embedded
+    from shared.config import Settings
+
+    ensure_dataset(args.data)
+    settings = Settings.from_env({**os.environ, **BOOTSTRAP_ENV, "FOOTFALL_LOG_LEVEL": "warning"},
+                                 data_dir=args.data, query_rate_per_hour=0, query_concurrency=0)
+    embedded = build_embedded(settings)
+    warehouse = embedded.warehouse
+    funnel_ids = _saved_funnels(warehouse)
+    base, stop = _serve(embedded.app)
+    auth = (BOOTSTRAP_ENV["FOOTFALL_BOOTSTRAP_SA_USERNAME"], BOOTSTRAP_ENV["FOOTFALL_BOOTSTRAP_SA_SECRET"])
+    results = []
+    try:
+        with httpx.Client(base_url=base, auth=auth, timeout=300) as client:
+            for case in cases(funnel_ids):
+                if args.only not in case.name:
+                    continue
+                params = {**case.params, "project_id": "1"}
+                ours: list[float] = []
+                hand: list[float] = []
+                ref: list[float] = []
+                body, rows = None, None
+                for i in range(args.rounds + 2):
+                    t_ours, r = _timed(lambda: client.get(case.path, params=params))
+                    t_hand, rows = _timed(lambda: warehouse.query(case.hand_written))
+                    assert r.status_code == 200, r.text
+                    body = r.json()
+                    if i >= 2:  # warm-up
+                        ours.append(t_ours)
+                        hand.append(t_hand)
+                        if case.reference is not None and i < 5:
+                            ref.append(_timed(lambda: warehouse.query(case.reference))[0])  # type: ignore[arg-type]
+                assert body is not None and rows is not None and case.same(body, rows), f"{case.name}: numbers differ"
+                o, h = _ms(ours), _ms(hand)
+                result = {"endpoint": case.name, "ours": o, "hand_written": h,
+                          "ratio": round(o["median_ms"] / h["median_ms"], 2), "params": case.params,
+                          "hand_written_sql": " ".join(case.hand_written.split())}
+                if ref:
+                    result["window_funnel_reference_ms"] = _ms(ref)["median_ms"]
+                results.append(result)
+                print(f"{case.name:30s} ours {o['median_ms']:7.1f} ms  hand-written {h['median_ms']:7.1f} ms  "
+                      f"ratio {result['ratio']:.2f}", flush=True)
+    finally:
+        stop()
+        warehouse.close()
+    write_result("query_funnels", {
+        "dataset": {"events": EVENTS, "days": 30, "event_names": 50, "users": 100_000, "time_zone": TZ,
+                    "path": str(args.data), "merged": True, "same_as": "query_segmentation"},
+        "rounds": args.rounds,
+        "load_average_after": [round(x, 2) for x in os.getloadavg()],
+        "targets": {"median_ms": 1000, "ratio": 1.5},
+        "results": results,
+    })
+
+
+if __name__ == "__main__":
+    main()
