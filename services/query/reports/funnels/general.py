@@ -42,7 +42,6 @@ def build_general(req: FunnelsRequest) -> Query:
     mask = join(
         " + ", [sql("bitShiftLeft(toUInt64({}), {})", step_condition(req, k, p), number(k)) for k in range(n)]
     )
-    segments = sc.on_keys is not None
     if sc.on_keys is not None:
         seg_row = sql(", if(bitTest(mask, 0), {}, []) AS seg", sc.on_keys)
         seg_item, seg_array = sql(", seg"), sql(", arrayMap(x -> x.5, ev) AS sg")
@@ -92,5 +91,4 @@ def build_general(req: FunnelsRequest) -> Query:
         out,
         events,
     )
-    assert segments == (req.on is not None)
     return aggregate(req, per_user, p)
