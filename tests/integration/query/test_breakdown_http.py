@@ -8,9 +8,12 @@ import base64
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from shared.config import Settings
 from tests.integration.query.report_env import SA_SECRET, SA_USER, ReportEnv, build_env, import_events, release
+from tests.unit.query.strategies import expressions
 
 pytestmark = pytest.mark.warehouse
 
@@ -153,3 +156,18 @@ def test_rate_limit_answers_429_with_retry_after(env: ReportEnv) -> None:
         assert int(r.headers["retry-after"]) > 0 and set(r.json()) == {"request", "error"}
     finally:
         limited.close()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(expression=expressions(), garbage=st.text(max_size=40))
+def test_random_expressions_are_never_a_server_error(env: ReportEnv, expression: str, garbage: str) -> None:
+    """Any `where`/`on` text — well-formed, ill-typed or garbage — is answered 200 or 400."""
+    for path, params in (
+        ("/segmentation", {"event": "Play", "where": expression, "on": expression, **RANGE}),
+        ("/segmentation/numeric", {"event": "Play", "on": expression, **RANGE}),
+        ("/segmentation/sum", {"event": "Play", "on": expression + garbage, **RANGE}),
+    ):
+        r = env.query(1, path, params)
+        assert r.status_code in (200, 400), (path, params, r.text)
+        if r.status_code == 400:
+            assert set(r.json()) == {"request", "error"}
