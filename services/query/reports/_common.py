@@ -14,6 +14,11 @@
 * `Scope`: project and UTC time range; every scan is built from one, so no query can
   leave out either (STYLE principle 6).
 * `Query`: finished SQL and its bound values; `run()` sends it through the warehouse.
+* Count sources, all exact under unmerged duplicates: `counts_final` (rows of `events
+  FINAL`), `counts_mv` (the m0003 quarter-hour distinct sets plus raw partial quarters),
+  `counts_raw` (distinct dedup hashes), `counts` choosing among them by measured cost;
+  `counts_where` and `segmented` for reports that read properties (`final_events`:
+  FINAL with the key conditions in PREWHERE).
 * Zero-filled values, CSV output, and the clock (`utc_now`, replaced by tests).
 """
 
@@ -48,17 +53,32 @@ __all__ = [
     "Scope",
     "Timeline",
     "bucket_key",
+    "cell_measures",
+    "counts",
+    "counts_final",
+    "counts_mv",
+    "counts_raw",
+    "counts_where",
     "csv_response",
+    "event_filter",
+    "final_events",
     "measure",
+    "mv_covers",
     "read_expr",
     "read_format",
     "read_limit",
     "read_timeline",
     "read_type",
     "read_unit",
+    "segment_expr",
+    "segmented",
+    "segmented_values",
+    "series_csv",
+    "series_values",
     "timeline_back_from_now",
     "timeline_for_dates",
     "utc_now",
+    "zero_filled",
 ]
 
 TYPES = ("general", "unique", "average")
