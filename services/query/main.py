@@ -18,10 +18,12 @@ from dataclasses import dataclass
 import structlog
 from starlette.applications import Starlette
 
+from services.app.saved import saved_routes
 from services.query.app import query_routes
 from shared.auth import Authenticator
 from shared.config import Settings
 from shared.metadata import MetadataRepository
+from shared.saved import WarehouseSavedStore
 from shared.warehouse import ClickHouseWarehouse, WarehouseError, apply_migrations, open_warehouse
 from shared.web import build_starlette
 
@@ -65,5 +67,8 @@ def build_query(settings: Settings, *, refresh_seconds: float = REFRESH_SECONDS)
                 await task
             warehouse.close()
 
-    app = build_starlette("query", query_routes(authenticator, warehouse, settings), lifespan=lifespan)
+    # The management interface (saved funnels and reports) lives beside the queries that
+    # read it: this process is the one with warehouse access in the distributed shape.
+    routes = query_routes(authenticator, warehouse, settings) + saved_routes(authenticator, WarehouseSavedStore(warehouse))
+    app = build_starlette("query", routes, lifespan=lifespan)
     return QueryProcess(app, warehouse, authenticator)

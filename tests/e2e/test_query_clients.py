@@ -123,3 +123,13 @@ def test_mixpanel_utils_against_footfall_query(query_process: str) -> None:
     r = httpx.get(query_process + "/api/2.0/segmentation", params={"project_id": "1", "event": "x"},
                   auth=(SA_USER, SA_SECRET))
     assert r.status_code == 400 and r.json()["error"] == "Missing required parameter: from_date"
+
+
+def test_footfall_query_serves_the_management_interface(query_process: str) -> None:
+    funnel = {"name": "Signup", "steps": [{"event": "Sign Up"}, {"event": "Purchase"}], "length": 1, "length_unit": "day"}
+    created = httpx.post(query_process + "/api/app/projects/1/funnels", json=funnel, auth=(SA_USER, SA_SECRET))
+    assert created.status_code in (200, 201), created.text
+    listed = httpx.get(query_process + "/api/query/funnels/list", params={"project_id": "1"}, auth=(SA_USER, SA_SECRET))
+    assert {"name": "Signup"}.items() <= next(f for f in listed.json() if f["name"] == "Signup").items()
+    denied = httpx.post(query_process + "/api/app/projects/1/funnels", json=funnel, auth=(SA_USER, "wrong"))
+    assert denied.status_code == 401 and denied.json()["status"] == "error"
