@@ -10,6 +10,7 @@ import gzip
 import stat
 import time
 import uuid
+from pathlib import Path
 from datetime import UTC, datetime
 from typing import Any
 
@@ -161,3 +162,25 @@ def test_bootstrap_file_is_private_and_printed_once(serve_process: ServeProcess)
     assert TOKEN in serve_process.log()
     serve_process.restart()
     assert TOKEN not in serve_process.log()  # the new log of the second start
+
+
+@pytest.mark.parametrize("kind", ["geoip2", "flat"], ids=["geoip2-city", "dbip-lite-flat"])
+def test_geoip_enrichment_in_serve(tmp_path: Path, kind: str) -> None:
+    from tests.geo import write_test_city_db
+
+    db = tmp_path / f"{kind}.mmdb"
+    write_test_city_db(db, kind)  # type: ignore[arg-type]
+    server = ServeProcess(tmp_path / "data", env={"FOOTFALL_GEOIP_DB": str(db)})
+    server.start()
+    try:
+        events = [make_event("Geo", ip="81.2.69.160"), make_event("Geo", ip="::ffff:8.8.8.8"),
+                  make_event("Geo", ip="192.0.2.1"), make_event("Geo", ip=0)]
+        assert post_import(server, orjson.dumps(events)).json()["num_records_imported"] == 4
+        by_id = {e["properties"]["$insert_id"]: e["properties"] for e in export(server)}
+        london, mountain_view, unknown, skipped = (by_id[e["properties"]["$insert_id"]] for e in events)
+        assert (london["$city"], london["$region"], london["mp_country_code"]) == ("London", "England", "GB")
+        assert mountain_view["$city"] == "Mountain View" and mountain_view["mp_country_code"] == "US"
+        assert "$city" not in unknown and "$city" not in skipped
+        assert all("ip" not in props for props in by_id.values())
+    finally:
+        server.stop()
