@@ -1,0 +1,54 @@
+"""Reading the parameters the reports share (`type`, `unit`, `limit`, `format`, expressions),
+with their defaults and ranges; every error names its parameter."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from services.query.errors import ParamError
+from services.query.expr import ExprError, check_expr, parse_expr
+from services.query.expr.typed import TNode
+from services.query.params import Params
+
+__all__ = ["MAX_LIMIT", "TYPES", "UNITS", "read_expr", "read_format", "read_limit", "read_type", "read_unit"]
+
+TYPES = ("general", "unique", "average")
+UNITS = ("minute", "hour", "day", "week", "month")
+MAX_LIMIT = 10_000
+
+
+def read_type(p: Params, default: str = "general") -> str:
+    value = p.choice("type", TYPES, default)
+    assert value is not None
+    return value
+
+
+def read_unit(p: Params, allowed: Sequence[str] = UNITS, default: str = "day") -> str:
+    value = p.choice("unit", allowed, default)
+    assert value is not None
+    return value
+
+
+def read_limit(p: Params, default: int) -> int:
+    value = p.integer("limit", default, minimum=1, maximum=MAX_LIMIT)
+    assert value is not None
+    return value
+
+
+def read_format(p: Params) -> str:
+    value = p.choice("format", ("json", "csv"), "json")
+    assert value is not None
+    return value
+
+
+def read_expr(p: Params, name: str, *, required: bool = False) -> TNode | None:
+    """Parse and check the expression in parameter `name`; a bad one is a 400 naming it,
+    with the position and what was expected (from the parser)."""
+    text = p.required(name) if required else p.get(name)
+    if text is None:
+        return None
+    try:
+        return check_expr(parse_expr(text))
+    except ExprError as exc:
+        raise ParamError(f"Error in {name}: {exc.message}") from None
+

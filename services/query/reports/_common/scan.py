@@ -1,0 +1,118 @@
+"""What every query is built from: its `Scope` (project and UTC time range, so no query can
+leave out either: STYLE principle 6), the `Query` it ends as, the event-name filter, the
+deduplicated scan `final_events`, and `bucket_key`: the `Timeline` key computed by
+ClickHouse from a timestamp, as a String. The key is taken from the local wall-clock text
+(`toString(toDateTime(t, tz))`), never from `toStartOfHour`, whose instants are wrong in
+30-minute DST zones (Australia/Lord_Howe)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from services.query.endpoints import QueryContext
+from services.query.reports._common.timeline import Timeline
+from services.query.sql import Params as Binds
+from services.query.sql import Sql, render, sql
+
+__all__ = ["TIME", "Binds", "Query", "Scope", "bucket_key", "event_filter", "final_events"]
+
+TIME = sql("time")
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What every scan is restricted to: one project, one UTC half-open time range."""
+
+    project_id: int
+    start: datetime
+    end: datetime
+
+    @classmethod
+    def of(cls, project_id: int, timeline: Timeline) -> Scope:
+        return cls(project_id, timeline.start, timeline.end)
+
+    def condition(self, binds: Binds, time: Sql) -> Sql:
+        return sql(
+            "project_id = {} AND {} >= {} AND {} < {}",
+            binds.add(self.project_id, "UInt64"),
+            time,
+            binds.add(self.start, "DateTime64(3, 'UTC')"),
+            time,
+            binds.add(self.end, "DateTime64(3, 'UTC')"),
+        )
+
+
+@dataclass(frozen=True)
+class Query:
+    """Finished SQL plus its bound values."""
+
+    sql: Sql
+    binds: Binds
+
+    @property
+    def text(self) -> str:
+        return render(self.sql)
+
+    async def run(self, ctx: QueryContext) -> list[tuple[Any, ...]]:
+        return await ctx.warehouse.run(ctx.warehouse.query, self.text, self.binds.values)
+
+
+def bucket_key(ts: Sql, timeline: Timeline, binds: Binds) -> Sql:
+    """The bucket key (String) of timestamp expression `ts`, as `Timeline` keys them."""
+    tz = binds.add(timeline.tz, "String")
+    if timeline.interval_days:
+        assert timeline.anchor is not None
+        anchor = binds.add(timeline.anchor, "Date")
+        width = binds.add(timeline.interval_days, "UInt32")
+        return sql(
+            "toString(addDays({}, intDiv(dateDiff('day', {}, toDate({}, {})), {}) * {}))",
+            anchor, anchor, ts, tz, width, width,
+        )
+    match timeline.unit:
+        case "minute":
+            return sql("concat(substring(toString(toDateTime({}, {})), 1, 16), ':00')", ts, tz)
+        case "hour":
+            return sql("concat(substring(toString(toDateTime({}, {})), 1, 13), ':00:00')", ts, tz)
+        case "day":
+            return sql("toString(toDate({}, {}))", ts, tz)
+        case "week":
+            return sql("toString(toMonday(toDate({}, {})))", ts, tz)
+        case "month":
+            return sql("toString(toStartOfMonth(toDate({}, {})))", ts, tz)
+    raise AssertionError(f"unknown unit {timeline.unit!r}")  # pragma: no cover
+
+
+
+def event_filter(names: Sequence[str] | None, binds: Binds) -> Sql:
+    """`event` restricted to `names` (None: every event)."""
+    if names is None:
+        return sql("1")
+    if not names:
+        return sql("0")
+    if len(names) == 1:
+        return sql("event = {}", binds.add(names[0], "String"))
+    return sql("event IN {}", binds.add(list(names), "Array(String)"))
+
+
+
+def final_events(scope: Scope, names: Sequence[str] | None, where: Sql | None, binds: Binds) -> Sql:
+    """`events FINAL`, scoped: the table with duplicates collapsed (the latest ingested copy
+    wins), for reports that read properties.
+
+    The scope and event conditions go into an explicit PREWHERE: they test sorting-key
+    columns only, which every copy of a duplicate shares, so filtering before the FINAL
+    merge is exact — and it lets ClickHouse skip reading `properties` for other rows,
+    which it does not do on its own under FINAL (`optimize_move_to_prewhere_if_final`
+    is off, rightly: a property condition must see only the latest copy, so `where`
+    stays in WHERE, after the merge)."""
+    return sql(
+        "events FINAL PREWHERE {} AND {} WHERE {}",
+        scope.condition(binds, TIME),
+        event_filter(names, binds),
+        where if where is not None else sql("1"),
+    )
+
+
