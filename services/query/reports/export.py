@@ -16,6 +16,7 @@ from starlette.responses import StreamingResponse
 
 from services.query.endpoints import QueryContext
 from services.query.params import check_range
+from services.query.reports._common import read_dates
 from services.query.timerange import day_range_utc
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -57,9 +58,7 @@ def _line(row: tuple[Any, ...], time_in_ms: bool) -> bytes:
 
 async def export(ctx: QueryContext) -> StreamingResponse:
     p = ctx.params
-    from_date = p.date("from_date")
-    to_date = p.date("to_date")
-    assert from_date is not None and to_date is not None
+    from_date, to_date = read_dates(p)
     check_range(from_date, to_date)
     events = p.string_list("event") or []
     limit = p.integer("limit", MAX_LIMIT, minimum=1, maximum=MAX_LIMIT)

@@ -27,7 +27,15 @@ from services.query.endpoints import QueryContext
 from services.query.expr import compile_on, compile_where
 from services.query.expr.typed import TNode
 from services.query.params import Params
-from services.query.reports._common import Binds, Query, Timeline, read_expr, read_limit, timeline_for_dates
+from services.query.reports._common import (
+    Binds,
+    Query,
+    Timeline,
+    read_dates,
+    read_expr,
+    read_limit,
+    timeline_for_dates,
+)
 from services.query.sql import sql
 from services.query.timerange import local_midnight_utc
 
@@ -54,8 +62,7 @@ class FrequencyRequest:
 
 
 def parse_request(p: Params, project_id: int, timezone: str) -> FrequencyRequest:
-    from_date, to_date = p.date("from_date"), p.date("to_date")
-    assert from_date is not None and to_date is not None
+    from_date, to_date = read_dates(p)
     unit = p.choice("unit", UNITS) or p.required("unit")
     slot_unit = p.choice("addiction_unit", SLOT_UNITS) or p.required("addiction_unit")
     return FrequencyRequest(

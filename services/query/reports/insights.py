@@ -26,7 +26,7 @@ from zoneinfo import ZoneInfo
 
 from services.query.endpoints import QueryContext
 from services.query.errors import ParamError, QueryError
-from services.query.expr import ExprError, check_expr, compile_on, compile_where, parse_expr
+from services.query.expr import compile_on, compile_where
 from services.query.expr.typed import TNode
 from services.query.reports import _common
 from services.query.reports._common import (
@@ -34,6 +34,7 @@ from services.query.reports._common import (
     Query,
     Scope,
     Timeline,
+    check_text,
     counts,
     counts_where,
     segmented,
@@ -44,15 +45,6 @@ from services.query.reports._common import (
 from shared.saved import Bookmark, InsightsParams, WarehouseSavedStore
 
 __all__ = ["bucket_timestamp", "insights", "shape_series"]
-
-
-def _expr(text: str | None, name: str) -> TNode | None:
-    if text is None:
-        return None
-    try:
-        return check_expr(parse_expr(text))
-    except ExprError as exc:
-        raise ParamError(f"Error in the saved report's {name}: {exc.message}") from None
 
 
 def bucket_timestamp(key: str, tz: str) -> str:
@@ -101,7 +93,7 @@ async def compute(ctx: QueryContext, bookmark: Bookmark, now: datetime) -> dict[
     tz = ctx.timezone
     first, last = params.dates(now.astimezone(ZoneInfo(tz)).date())
     timeline = timeline_for_dates(first, last, tz, params.unit)
-    where, on = _expr(params.where, "where"), _expr(params.on, "on")
+    where, on = check_text(params.where, "the saved report's where"), check_text(params.on, "the saved report's on")
     overall = await _event_values(ctx, params, timeline, where)
     headers = ["$event"]
     series: dict[str, Any]

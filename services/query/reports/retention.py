@@ -42,7 +42,15 @@ from services.query.errors import ParamError
 from services.query.expr import compile_on, compile_where
 from services.query.expr.typed import TNode
 from services.query.params import Params
-from services.query.reports._common import Binds, Query, Timeline, read_expr, read_limit, timeline_for_dates
+from services.query.reports._common import (
+    Binds,
+    Query,
+    Timeline,
+    read_dates,
+    read_expr,
+    read_limit,
+    timeline_for_dates,
+)
 from services.query.sql import Sql, sql
 
 __all__ = ["RetentionRequest", "build", "parse_request", "retention", "shape"]
@@ -78,8 +86,7 @@ class RetentionRequest:
 
 
 def parse_request(p: Params, project_id: int, timezone: str) -> RetentionRequest:
-    from_date, to_date = p.date("from_date"), p.date("to_date")
-    assert from_date is not None and to_date is not None
+    from_date, to_date = read_dates(p)
     kind = p.choice("retention_type", ("birth", "compounded"), "birth")
     unit = p.choice("unit", UNITS, "day")
     assert kind is not None and unit is not None

@@ -21,7 +21,7 @@ import orjson
 from services.query.endpoints import QueryContext
 from services.query.errors import ParamError
 from services.query.params import Params
-from services.query.reports._common import Binds, Query, Scope, Timeline, timeline_for_dates
+from services.query.reports._common import Binds, Query, Scope, Timeline, read_dates, timeline_for_dates
 from services.query.sql import sql
 
 __all__ = ["MAX_EVENTS", "StreamRequest", "build", "parse_request", "shape", "stream"]
@@ -45,9 +45,7 @@ def parse_request(p: Params, project_id: int, timezone: str) -> StreamRequest:
     if not all(isinstance(i, str | int | float) and not isinstance(i, bool) for i in ids):
         raise ParamError("Error in distinct_ids: must be a JSON array of strings or numbers")
     texts = tuple(dict.fromkeys(i if isinstance(i, str) else _number_text(i) for i in ids))
-    from_date, to_date = p.date("from_date"), p.date("to_date")
-    assert from_date is not None and to_date is not None
-    return StreamRequest(project_id, timeline_for_dates(from_date, to_date, timezone), texts)
+    return StreamRequest(project_id, timeline_for_dates(*read_dates(p), timezone), texts)
 
 
 def _number_text(value: int | float) -> str:

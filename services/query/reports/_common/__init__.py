@@ -38,6 +38,8 @@ from services.query.reports._common.parameters import (
     MAX_LIMIT,
     TYPES,
     UNITS,
+    check_text,
+    read_dates,
     read_expr,
     read_format,
     read_limit,
@@ -63,11 +65,11 @@ from services.query.reports._common.values import (
 )
 
 __all__ = [
-    "MAX_BUCKETS", "MAX_LIMIT", "TYPES", "UNITS", "Binds", "Query", "Scope", "Timeline", "bucket_key",
-    "cell_measures", "counts", "counts_final", "counts_mv", "counts_raw", "counts_where", "csv_response",
-    "event_filter", "final_events", "measure", "mv_covers", "read_expr", "read_format", "read_limit",
-    "read_timeline", "read_type", "read_unit", "segment_expr", "segmented", "segmented_values", "series_csv",
-    "series_values", "timeline_back_from_now", "timeline_for_dates", "utc_now", "zero_filled",
+    "MAX_BUCKETS", "MAX_LIMIT", "TYPES", "UNITS", "Binds", "Query", "Scope", "Timeline", "bucket_key", "cell_measures",
+    "check_text", "counts", "counts_final", "counts_mv", "counts_raw", "counts_where", "csv_response", "event_filter",
+    "final_events", "measure", "mv_covers", "read_dates", "read_expr", "read_format", "read_limit", "read_timeline",
+    "read_type", "read_unit", "segment_expr", "segmented", "segmented_values", "series_csv", "series_values",
+    "timeline_back_from_now", "timeline_for_dates", "utc_now", "zero_filled",
 ]
 
 

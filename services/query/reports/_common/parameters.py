@@ -4,13 +4,17 @@ with their defaults and ranges; every error names its parameter."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import date
 
 from services.query.errors import ParamError
 from services.query.expr import ExprError, check_expr, parse_expr
 from services.query.expr.typed import TNode
 from services.query.params import Params
 
-__all__ = ["MAX_LIMIT", "TYPES", "UNITS", "read_expr", "read_format", "read_limit", "read_type", "read_unit"]
+__all__ = [
+    "MAX_LIMIT", "TYPES", "UNITS", "check_text", "read_dates", "read_expr", "read_format", "read_limit", "read_type",
+    "read_unit",
+]
 
 TYPES = ("general", "unique", "average")
 UNITS = ("minute", "hour", "day", "week", "month")
@@ -41,14 +45,25 @@ def read_format(p: Params) -> str:
     return value
 
 
-def read_expr(p: Params, name: str, *, required: bool = False) -> TNode | None:
-    """Parse and check the expression in parameter `name`; a bad one is a 400 naming it,
-    with the position and what was expected (from the parser)."""
-    text = p.required(name) if required else p.get(name)
+def read_dates(p: Params) -> tuple[date, date]:
+    """`from_date` and `to_date`: required local days (yyyy-mm-dd)."""
+    first, last = p.date("from_date"), p.date("to_date")
+    assert first is not None and last is not None
+    return first, last
+
+
+def check_text(text: str | None, subject: str) -> TNode | None:
+    """Parse and check an expression text (None: no expression); a bad one is a 400
+    "Error in <subject>: …" with the position and what was expected (from the parser)."""
     if text is None:
         return None
     try:
         return check_expr(parse_expr(text))
     except ExprError as exc:
-        raise ParamError(f"Error in {name}: {exc.message}") from None
+        raise ParamError(f"Error in {subject}: {exc.message}") from None
+
+
+def read_expr(p: Params, name: str, *, required: bool = False) -> TNode | None:
+    """Parse and check the expression in parameter `name`; a bad one is a 400 naming it."""
+    return check_text(p.required(name) if required else p.get(name), name)
 

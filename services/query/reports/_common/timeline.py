@@ -15,6 +15,7 @@ from zoneinfo import ZoneInfo
 
 from services.query.errors import ParamError
 from services.query.params import Params, check_range
+from services.query.reports._common.parameters import read_dates
 from services.query.timerange import local_midnight_utc
 
 __all__ = ["MAX_BUCKETS", "QUARTER", "Timeline", "read_timeline", "timeline_back_from_now", "timeline_for_dates"]
@@ -125,8 +126,7 @@ def read_timeline(p: Params, tz: str, now: datetime, *, unit: str, allow_interva
     `interval`-day buckets when `allow_interval_days`; else the last `interval` units."""
     interval = p.integer("interval", None, minimum=1, maximum=max_interval)
     if p.get("from_date") is not None or p.get("to_date") is not None or interval is None:
-        first, last = p.date("from_date"), p.date("to_date")
-        assert first is not None and last is not None
+        first, last = read_dates(p)
         return timeline_for_dates(first, last, tz, unit, interval if allow_interval_days else None)
     return timeline_back_from_now(now, tz, unit, interval)
 

@@ -14,10 +14,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from services.query.errors import ParamError
-from services.query.expr import ExprError, check_expr, parse_expr
 from services.query.expr.typed import TNode
 from services.query.params import Params
-from services.query.reports._common import Timeline, read_expr, read_limit, timeline_for_dates
+from services.query.reports._common import (
+    Timeline,
+    check_text,
+    read_dates,
+    read_expr,
+    read_limit,
+    timeline_for_dates,
+)
 from shared.saved import LENGTH_UNITS, MAX_WINDOW_SECONDS, FunnelDefinition, SavedFunnel
 
 __all__ = ["BUCKET_UNITS", "DEFAULT_LIMIT", "FunnelsRequest", "parse_request"]
@@ -46,18 +52,8 @@ class FunnelsRequest:
         return self.timeline.tz
 
 
-def _selector(text: str | None, k: int) -> TNode | None:
-    if text is None:
-        return None
-    try:
-        return check_expr(parse_expr(text))
-    except ExprError as exc:
-        raise ParamError(f"Error in the saved funnel's step {k} selector: {exc.message}") from None
-
-
 def parse_request(p: Params, saved: SavedFunnel, project_id: int, timezone: str) -> FunnelsRequest:
-    from_date, to_date = p.date("from_date"), p.date("to_date")
-    assert from_date is not None and to_date is not None
+    from_date, to_date = read_dates(p)
     funnel = saved.definition
     length = p.integer("length", funnel.length, minimum=1)
     length_unit = p.choice("length_unit", tuple(LENGTH_UNITS), funnel.length_unit)
@@ -79,5 +75,6 @@ def parse_request(p: Params, saved: SavedFunnel, project_id: int, timezone: str)
         where=read_expr(p, "where"),
         on=read_expr(p, "on"),
         limit=read_limit(p, DEFAULT_LIMIT),
-        selectors=tuple(_selector(step.selector, k) for k, step in enumerate(funnel.steps)),
+        selectors=tuple(check_text(step.selector, f"the saved funnel's step {k} selector")
+                        for k, step in enumerate(funnel.steps)),
     )
