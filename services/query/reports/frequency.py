@@ -31,10 +31,14 @@ from services.query.reports._common import (
     Binds,
     Query,
     Timeline,
+    bucket_date,
+    on_keys,
     read_dates,
     read_expr,
     read_limit,
+    segment_weight,
     timeline_for_dates,
+    top_segments,
 )
 from services.query.sql import sql
 from services.query.timerange import local_midnight_utc
@@ -97,22 +101,14 @@ def build(req: FrequencyRequest) -> Query:
     scan_start = local_midnight_utc(periods[0], req.timeline.tz)
     scan_end = local_midnight_utc(_next_period(periods[-1], req.unit), req.timeline.tz)
     local_day = sql("toDate(time, {})", tz)
-    match req.unit:
-        case "week":
-            period = sql("toMonday({})", local_day)
-        case "month":
-            period = sql("toStartOfMonth({})", local_day)
-        case _:
-            period = local_day
+    period = bucket_date(local_day, req.timeline, b)
     if req.slot_unit == "hour":
         slot = sql("dateDiff('day', period, {}) * 24 + toHour(time, {})", local_day, tz)
     else:
         slot = sql("dateDiff('day', period, {})", local_day)
     where = compile_where(req.where, b) if req.where is not None else None
     if req.on is not None:
-        on = compile_on(req.on, b)
-        keys = on.sql if on.is_array else sql("[{}]", on.sql)
-        segment = sql("arrayJoin(arrayPushFront(arrayDistinct(arrayFilter(x -> isNotNull(x), {})), NULL))", keys)
+        segment = sql("arrayJoin(arrayPushFront({}, NULL))", on_keys(compile_on(req.on, b)))
     else:
         segment = sql("CAST(NULL, 'Nullable(String)')")
     events = sql(
@@ -136,15 +132,13 @@ def build(req: FrequencyRequest) -> Query:
     if req.on is None:
         return Query(sql("SELECT period, segment, k, count() AS users, 0 FROM ({}) GROUP BY period, segment, k",
                          per_user), b)
-    ranked = sql(
-        "SELECT period, segment, k, users, seg_rank FROM ("
-        "SELECT *, dense_rank() OVER (ORDER BY isNull(segment) DESC, seg_users DESC, segment) AS seg_rank FROM ("
-        "SELECT period, segment, k, count() AS users, any(seg_users) AS seg_users FROM ("
-        "SELECT *, uniqExact(distinct_id) OVER (PARTITION BY segment) AS seg_users FROM ({})) "
-        "GROUP BY period, segment, k)) WHERE seg_rank <= {}",
-        per_user,
-        b.add(req.limit + 1, "UInt32"),
+    # a segment's weight: its distinct users over every period
+    grouped = sql(
+        "SELECT period, segment, k, count() AS users, any(seg_weight) AS seg_weight FROM ({}) "
+        "GROUP BY period, segment, k",
+        segment_weight(per_user, sql("uniqExact(distinct_id)")),
     )
+    ranked = sql("SELECT period, segment, k, users, seg_rank FROM ({})", top_segments(grouped, req.limit, b))
     return Query(ranked, b)
 
 

@@ -46,10 +46,14 @@ from services.query.reports._common import (
     Binds,
     Query,
     Timeline,
+    bucket_date_of_ms,
+    on_keys,
     read_dates,
     read_expr,
     read_limit,
+    segment_weight,
     timeline_for_dates,
+    top_segments,
 )
 from services.query.sql import Sql, sql
 
@@ -113,16 +117,6 @@ def parse_request(p: Params, project_id: int, timezone: str) -> RetentionRequest
 
 
 # -- query -----------------------------------------------------------------------------------------
-def _cohort(req: RetentionRequest, ms: Sql, b: Binds) -> Sql:
-    local = sql("fromUnixTimestamp64Milli({}, {})", ms, b.add(req.timeline.tz, "String"))
-    match req.unit:
-        case "week":
-            return sql("toMonday({})", local)
-        case "month":
-            return sql("toStartOfMonth({})", local)
-    return sql("toDate({})", local)
-
-
 def _bucket(req: RetentionRequest, b: Binds, anchor: Sql, t: Sql) -> Sql:
     """The bucket index of a return at `t` after the anchor at `anchor` (both Int64 ms, t >= anchor)."""
     if req.unit in UNIT_MS:
@@ -180,10 +174,7 @@ def _shape(req: RetentionRequest, keys: Sql | None) -> _Shape:
 def _returns(req: RetentionRequest, b: Binds) -> tuple[Sql, _Shape]:
     """Per user `ev`: the return events (see `_Shape`)."""
     where = compile_where(req.where, b) if req.where is not None else None
-    keys = None
-    if req.on is not None:
-        on = compile_on(req.on, b)
-        keys = sql("arrayDistinct(arrayFilter(x -> isNotNull(x), {}))", on.sql if on.is_array else sql("[{}]", on.sql))
+    keys = on_keys(compile_on(req.on, b)) if req.on is not None else None
     shape_ = _shape(req, keys)
     collect = sql("arraySort(groupArray({}))", shape_.element) if shape_.sort else sql("groupArray({})", shape_.element)
     text = sql(
@@ -213,8 +204,8 @@ def _anchored(req: RetentionRequest, b: Binds) -> tuple[Sql, _Shape]:
             "SELECT distinct_id, ev, arrayMap(e -> {}, ev) AS ck, "
             "arrayFilter((e, k, q) -> k != q AND e.1 < {}, ev, ck, "
             "arrayPopBack(arrayPushFront(ck, toDate('1970-01-01')))) AS anchors FROM ({})) ARRAY JOIN anchors AS a",
-            _cohort(req, sql("a.1"), b),
-            _cohort(req, sql("e.1"), b),
+            bucket_date_of_ms(sql("a.1"), req.timeline, b),
+            bucket_date_of_ms(sql("e.1"), req.timeline, b),
             end_ms,
             returns,
         )
@@ -237,7 +228,7 @@ def _anchored(req: RetentionRequest, b: Binds) -> tuple[Sql, _Shape]:
     )
     text = sql(
         "SELECT distinct_id, a, {} AS cohort, ev FROM ({}) AS births LEFT JOIN ({}) AS r USING distinct_id",
-        _cohort(req, sql("a.1"), b),
+        bucket_date_of_ms(sql("a.1"), req.timeline, b),
         births,
         returns,
     )
@@ -291,13 +282,11 @@ def build(req: RetentionRequest) -> Query:
         "GROUP BY ck, segment, bucket",
         cells,
     )
+    seg_users = segment_weight(grouped, sql("max(if(bucket = -2, users, 0))"))
     ranked = sql(
-        "SELECT ck AS cohort, segment, bucket, users, seg_rank FROM ("
-        "SELECT *, dense_rank() OVER (ORDER BY isNull(segment) DESC, seg_users DESC, segment) AS seg_rank FROM ("
-        "SELECT *, max(if(bucket = -2, users, 0)) OVER (PARTITION BY segment) AS seg_users FROM ({}))) "
-        "WHERE seg_rank <= {} AND bucket != -2 ORDER BY ck, segment, bucket",
-        grouped,
-        b.add(req.limit + 1, "UInt32"),
+        "SELECT ck AS cohort, segment, bucket, users, seg_rank FROM ({}) "
+        "WHERE bucket != -2 ORDER BY ck, segment, bucket",
+        top_segments(seg_users, req.limit, b),
     )
     return Query(ranked, b)
 

@@ -10,7 +10,8 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from services.query.reports._common.scan import TIME, Binds, Scope, bucket_key, event_filter, final_events
+from services.query.reports._common.buckets import bucket_key
+from services.query.reports._common.scan import TIME, Binds, Scope, event_filter, final_events
 from services.query.reports._common.timeline import QUARTER, Timeline
 from services.query.sql import Sql, sql
 

@@ -1,9 +1,6 @@
 """What every query is built from: its `Scope` (project and UTC time range, so no query can
-leave out either: STYLE principle 6), the `Query` it ends as, the event-name filter, the
-deduplicated scan `final_events`, and `bucket_key`: the `Timeline` key computed by
-ClickHouse from a timestamp, as a String. The key is taken from the local wall-clock text
-(`toString(toDateTime(t, tz))`), never from `toStartOfHour`, whose instants are wrong in
-30-minute DST zones (Australia/Lord_Howe)."""
+leave out either: STYLE principle 6), the `Query` it ends as, the event-name filter and
+the deduplicated scan `final_events`."""
 
 from __future__ import annotations
 
@@ -17,7 +14,7 @@ from services.query.reports._common.timeline import Timeline
 from services.query.sql import Params as Binds
 from services.query.sql import Sql, render, sql
 
-__all__ = ["TIME", "Binds", "Query", "Scope", "bucket_key", "event_filter", "final_events"]
+__all__ = ["TIME", "Binds", "Query", "Scope", "event_filter", "final_events"]
 
 TIME = sql("time")
 
@@ -60,32 +57,6 @@ class Query:
         return await ctx.warehouse.run(ctx.warehouse.query, self.text, self.binds.values)
 
 
-def bucket_key(ts: Sql, timeline: Timeline, binds: Binds) -> Sql:
-    """The bucket key (String) of timestamp expression `ts`, as `Timeline` keys them."""
-    tz = binds.add(timeline.tz, "String")
-    if timeline.interval_days:
-        assert timeline.anchor is not None
-        anchor = binds.add(timeline.anchor, "Date")
-        width = binds.add(timeline.interval_days, "UInt32")
-        return sql(
-            "toString(addDays({}, intDiv(dateDiff('day', {}, toDate({}, {})), {}) * {}))",
-            anchor, anchor, ts, tz, width, width,
-        )
-    match timeline.unit:
-        case "minute":
-            return sql("concat(substring(toString(toDateTime({}, {})), 1, 16), ':00')", ts, tz)
-        case "hour":
-            return sql("concat(substring(toString(toDateTime({}, {})), 1, 13), ':00:00')", ts, tz)
-        case "day":
-            return sql("toString(toDate({}, {}))", ts, tz)
-        case "week":
-            return sql("toString(toMonday(toDate({}, {})))", ts, tz)
-        case "month":
-            return sql("toString(toStartOfMonth(toDate({}, {})))", ts, tz)
-    raise AssertionError(f"unknown unit {timeline.unit!r}")  # pragma: no cover
-
-
-
 def event_filter(names: Sequence[str] | None, binds: Binds) -> Sql:
     """`event` restricted to `names` (None: every event)."""
     if names is None:
@@ -95,7 +66,6 @@ def event_filter(names: Sequence[str] | None, binds: Binds) -> Sql:
     if len(names) == 1:
         return sql("event = {}", binds.add(names[0], "String"))
     return sql("event IN {}", binds.add(list(names), "Array(String)"))
-
 
 
 def final_events(scope: Scope, names: Sequence[str] | None, where: Sql | None, binds: Binds) -> Sql:

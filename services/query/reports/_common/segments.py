@@ -1,20 +1,53 @@
-"""Breakdowns by the value of an `on` expression."""
+"""Segments: the values of an `on` expression.
+
+* `segment_expr` (one row per distinct element of a list) and `segmented`, the breakdown
+  reports' per-segment counts, ranked and cut to the top `limit` in SQL;
+* for per-user reports (funnels, retention, frequency): `on_keys`, the keys of a row as an
+  array, and `segment_weight` + `top_segments`, which keep `$overall` and the top `limit`
+  segments of a grouped result by a window function, so the result stays small.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from services.query.expr import OnSql
+from services.query.reports._common.buckets import bucket_key
 from services.query.reports._common.counts import cell_measures
-from services.query.reports._common.scan import TIME, Binds, Scope, bucket_key, final_events
+from services.query.reports._common.scan import TIME, Binds, Scope, final_events
 from services.query.reports._common.timeline import Timeline
 from services.query.sql import Sql, sql
 
-__all__ = ["segment_expr", "segmented"]
+__all__ = ["on_keys", "segment_expr", "segment_weight", "segmented", "top_segments"]
 
 
 def segment_expr(on: OnSql) -> Sql:
     return sql("arrayJoin({})", on.sql) if on.is_array else on.sql
+
+
+def on_keys(on: OnSql) -> Sql:
+    """Array(Nullable(String)): the segment keys of a row (a list's elements), without nulls and repeats."""
+    keys = on.sql if on.is_array else sql("[{}]", on.sql)
+    return sql("arrayDistinct(arrayFilter(x -> isNotNull(x), {}))", keys)
+
+
+def segment_weight(rows: Sql, weight: Sql) -> Sql:
+    """`rows` (with a Nullable(String) `segment`) and `seg_weight`: `weight`, an aggregate
+    over the rows of the segment, as a window function."""
+    return sql("SELECT *, {} OVER (PARTITION BY segment) AS seg_weight FROM ({})", weight, rows)
+
+
+def top_segments(rows: Sql, limit: int, binds: Binds) -> Sql:
+    """The rows of `rows` (with `segment` and `seg_weight`) of `$overall` (segment NULL) and
+    of the top `limit` segments by `seg_weight`, ties by segment ascending, with their
+    `seg_rank`: 1 for `$overall`, then 2, 3, … in that order."""
+    return sql(
+        "SELECT * FROM ("
+        "SELECT *, dense_rank() OVER (ORDER BY isNull(segment) DESC, seg_weight DESC, segment) AS seg_rank FROM ({})) "
+        "WHERE seg_rank <= {}",
+        rows,
+        binds.add(limit + 1, "UInt32"),
+    )
 
 
 def segmented(scope: Scope, names: Sequence[str] | None, timeline: Timeline, on: OnSql, where: Sql | None,

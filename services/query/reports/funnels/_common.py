@@ -7,11 +7,11 @@ from datetime import UTC, datetime, timedelta
 from typing import LiteralString
 
 from services.query.expr import compile_on, compile_where
-from services.query.reports._common import Query, event_filter
+from services.query.reports._common import Query, event_filter, on_keys, segment_weight, top_segments
 from services.query.reports.funnels.request import FunnelsRequest
 from services.query.sql import Params, Sql, number, sql
 
-__all__ = ["COLUMNS", "GRACE_MS", "Query", "Scope", "aggregate", "alias", "bucket_date", "scope", "step_condition"]
+__all__ = ["COLUMNS", "GRACE_MS", "Query", "Scope", "aggregate", "alias", "scope", "step_condition"]
 
 GRACE_MS = 2000
 
@@ -48,11 +48,7 @@ def scope(req: FunnelsRequest, p: Params) -> Scope:
     start_ms, end_ms = _ms(start), _ms(end)
     names = sorted({name for step in req.funnel.steps for name in step.names})
     reads_properties = req.where is not None or any(s is not None for s in req.selectors)
-    on_keys = None
-    if req.on is not None:
-        on = compile_on(req.on, p)
-        keys = on.sql if on.is_array else sql("[{}]", on.sql)
-        on_keys = sql("arrayDistinct(arrayFilter(x -> isNotNull(x), {}))", keys)
+    keys = on_keys(compile_on(req.on, p)) if req.on is not None else None
     return Scope(
         project_id=p.add(req.project_id, "UInt64"),
         start_ms=p.add(start_ms, "Int64"),
@@ -64,31 +60,12 @@ def scope(req: FunnelsRequest, p: Params) -> Scope:
         names=event_filter(names, p),
         where=compile_where(req.where, p) if req.where is not None else sql("1"),
         final=sql("FINAL") if reads_properties else sql(""),
-        on_keys=on_keys,
+        on_keys=keys,
     )
 
 
 def _datetime(ms: int) -> datetime:
     return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=ms)
-
-
-def bucket_date(req: FunnelsRequest, ms: Sql, p: Params) -> Sql:
-    """The bucket key, as a Date, of the instant `ms` (Int64 epoch milliseconds): the same
-    keys as `req.timeline.series` (a Date keeps the per-user arrays numeric; the shared
-    `_common.bucket_key` returns Strings)."""
-    tl = req.timeline
-    local = sql("fromUnixTimestamp64Milli({}, {})", ms, p.add(tl.tz, "String"))
-    if tl.interval_days:
-        assert tl.anchor is not None
-        start = p.add(tl.anchor, "Date")
-        n = p.add(tl.interval_days, "UInt32")
-        return sql("addDays({}, intDiv(dateDiff('day', {}, toDate({})), {}) * {})", start, start, local, n, n)
-    match tl.unit:
-        case "week":
-            return sql("toMonday({})", local)
-        case "month":
-            return sql("toStartOfMonth({})", local)
-    return sql("toDate({})", local)
 
 
 def step_condition(req: FunnelsRequest, k: int, p: Params) -> Sql:
@@ -122,12 +99,9 @@ def aggregate(req: FunnelsRequest, per_user: Sql, p: Params) -> Query:
         "GROUP BY bucket, segment, step",
         per_user,
     )
+    entries = segment_weight(grouped, sql("sum(if(step = 0, attempts, 0))"))
     ranked = sql(
-        "SELECT bucket, segment, step, attempts, step_ms, start_ms FROM ("
-        "SELECT *, dense_rank() OVER (ORDER BY isNull(segment) DESC, entries DESC, segment) AS seg_rank FROM ("
-        "SELECT *, sum(if(step = 0, attempts, 0)) OVER (PARTITION BY segment) AS entries FROM ({}))) "
-        "WHERE seg_rank <= {} ORDER BY bucket, segment, step",
-        grouped,
-        p.add(req.limit + 1, "UInt32"),
+        "SELECT bucket, segment, step, attempts, step_ms, start_ms FROM ({}) ORDER BY bucket, segment, step",
+        top_segments(entries, req.limit, p),
     )
     return Query(ranked, p)

@@ -22,16 +22,8 @@ Per user (one GROUP BY over the step events of the scanned range):
 
 from __future__ import annotations
 
-from services.query.reports._common import event_filter
-from services.query.reports.funnels._common import (
-    GRACE_MS,
-    Query,
-    aggregate,
-    alias,
-    bucket_date,
-    scope,
-    step_condition,
-)
+from services.query.reports._common import bucket_date_of_ms, event_filter
+from services.query.reports.funnels._common import GRACE_MS, Query, aggregate, alias, scope, step_condition
 from services.query.reports.funnels.request import FunnelsRequest
 from services.query.sql import Params, Sql, join, number, sql
 
@@ -180,7 +172,7 @@ def build_disjoint(req: FunnelsRequest) -> Query:
         times = sql("e0 AS t0")
     entry_cols = [
         times,
-        sql("arrayMap(t -> {}, t0) AS k0", bucket_date(req, sql("t"), p)),
+        sql("arrayMap(t -> {}, t0) AS k0", bucket_date_of_ms(sql("t"), req.timeline, p)),
         sql("arrayPopBack(arrayPushFront(k0, toDate('1970-01-01'))) AS kp"),
         sql("arrayFilter((t, k, q) -> k != q, t0, k0, kp) AS x0"),
         sql("arrayFilter((k, q) -> k != q, k0, kp) AS b0"),

@@ -12,7 +12,8 @@ whose steps share no event.
 
 from __future__ import annotations
 
-from services.query.reports.funnels._common import GRACE_MS, Query, aggregate, bucket_date, scope, step_condition
+from services.query.reports._common import bucket_date_of_ms
+from services.query.reports.funnels._common import GRACE_MS, Query, aggregate, scope, step_condition
 from services.query.reports.funnels.request import FunnelsRequest
 from services.query.sql import Params, Sql, join, number, sql
 
@@ -85,7 +86,7 @@ def build_general(req: FunnelsRequest) -> Query:
         seg_array,
         sc.start_ms,
         sc.end_ms,
-        bucket_date(req, sql("t"), p),
+        bucket_date_of_ms(sql("t"), req.timeline, p),
         _chain(req, p),
         seg_entry,
         out,
