@@ -24,21 +24,27 @@ from datetime import date, timedelta
 from typing import Any
 
 from services.query.endpoints import QueryContext
-from services.query.expr import compile_on, compile_where
+from services.query.expr import compile_on
 from services.query.expr.typed import TNode
 from services.query.params import Params
 from services.query.reports._common import (
+    HAS_USER,
     Binds,
     Query,
+    Scope,
     Timeline,
     bucket_date,
+    final_events,
     on_keys,
+    one_event,
+    raw_events,
     read_dates,
     read_expr,
     read_limit,
     segment_weight,
     timeline_for_dates,
     top_segments,
+    where_condition,
 )
 from services.query.sql import sql
 from services.query.timerange import local_midnight_utc
@@ -98,32 +104,24 @@ def build(req: FrequencyRequest) -> Query:
     b = Binds()
     tz = b.add(req.timeline.tz, "String")
     periods = [date.fromisoformat(k) for k in req.timeline.series]
-    scan_start = local_midnight_utc(periods[0], req.timeline.tz)
-    scan_end = local_midnight_utc(_next_period(periods[-1], req.unit), req.timeline.tz)
+    scope = Scope(req.project_id, local_midnight_utc(periods[0], req.timeline.tz),
+                  local_midnight_utc(_next_period(periods[-1], req.unit), req.timeline.tz))
     local_day = sql("toDate(time, {})", tz)
     period = bucket_date(local_day, req.timeline, b)
     if req.slot_unit == "hour":
         slot = sql("dateDiff('day', period, {}) * 24 + toHour(time, {})", local_day, tz)
     else:
         slot = sql("dateDiff('day', period, {})", local_day)
-    where = compile_where(req.where, b) if req.where is not None else None
+    where = where_condition(req.where, b)
     if req.on is not None:
         segment = sql("arrayJoin(arrayPushFront({}, NULL))", on_keys(compile_on(req.on, b)))
     else:
         segment = sql("CAST(NULL, 'Nullable(String)')")
-    events = sql(
-        "SELECT {} AS period, {} AS slot, distinct_id, {} AS segment FROM events {} "
-        "WHERE project_id = {} AND time >= {} AND time < {} AND {} AND distinct_id != '' AND {}",
-        period,
-        slot,
-        segment,
-        sql("FINAL") if where is not None or req.on is not None else sql(""),
-        b.add(req.project_id, "UInt64"),
-        b.add(scan_start, "DateTime64(3, 'UTC')"),
-        b.add(scan_end, "DateTime64(3, 'UTC')"),
-        sql("event = {}", b.add(req.event, "String")) if req.event is not None else sql("1"),
-        where if where is not None else sql("1"),
-    )
+    if where is not None or req.on is not None:
+        source = final_events(scope, one_event(req.event), where, b, keys=HAS_USER)
+    else:
+        source = raw_events(scope, one_event(req.event), b, keys=HAS_USER)
+    events = sql("SELECT {} AS period, {} AS slot, distinct_id, {} AS segment FROM {}", period, slot, segment, source)
     # per (period, segment) each user once, with their number of distinct slots k
     per_user = sql(
         "SELECT period, segment, distinct_id, uniqExact(slot) AS k FROM ({}) GROUP BY period, segment, distinct_id",

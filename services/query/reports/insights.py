@@ -41,6 +41,7 @@ from services.query.reports._common import (
     segmented_values,
     series_values,
     timeline_for_dates,
+    where_condition,
 )
 from shared.saved import Bookmark, InsightsParams, WarehouseSavedStore
 
@@ -82,7 +83,7 @@ async def _segment_values(ctx: QueryContext, params: InsightsParams, timeline: T
                           where: TNode | None, on: TNode) -> dict[str, dict[str, int | float]]:
     binds = Binds()
     scope = Scope.of(ctx.project_id, timeline)
-    where_sql = compile_where(where, binds) if where is not None else None
+    where_sql = where_condition(where, binds)
     text = segmented(scope, [event], timeline, compile_on(on, binds), where_sql, None,
                      params.type_of_count == "unique", params.limit, binds)
     return segmented_values(await Query(text, binds).run(ctx), params.type_of_count, timeline.series)

@@ -38,6 +38,7 @@ from services.query.reports._common import (
     Scope,
     Timeline,
     final_events,
+    one_event,
     read_format,
     read_limit,
     read_timeline,
@@ -166,7 +167,7 @@ def build_values(req: ValuesRequest) -> Query:
         "SELECT assumeNotNull(seg) AS value, count() AS n "
         "FROM (SELECT {} AS seg FROM {}) "
         "WHERE isNotNull(seg) GROUP BY seg ORDER BY n DESC, value ASC LIMIT {}",
-        segment_expr(on), final_events(req.window, [req.event] if req.event is not None else None, None, binds),
+        segment_expr(on), final_events(req.window, one_event(req.event), None, binds),
         binds.add(req.limit, "UInt32")), binds)
 
 

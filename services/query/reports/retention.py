@@ -34,32 +34,41 @@ with bucket -1 meaning "in the cohort".
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from services.query.endpoints import QueryContext
 from services.query.errors import ParamError
-from services.query.expr import compile_on, compile_where
+from services.query.expr import compile_on
 from services.query.expr.typed import TNode
 from services.query.params import Params
 from services.query.reports._common import (
+    HAS_USER,
     Binds,
     Query,
+    Scope,
     Timeline,
     bucket_date_of_ms,
+    final_events,
     on_keys,
+    one_event,
+    raw_events,
     read_dates,
     read_expr,
     read_limit,
     segment_weight,
     timeline_for_dates,
     top_segments,
+    where_condition,
 )
 from services.query.sql import Sql, sql
+from shared.events.validate import TIME_FLOOR_MS
 
 __all__ = ["RetentionRequest", "build", "parse_request", "retention", "shape"]
 
 UNITS = ("day", "week", "month")
+# Births look at the whole history: no stored event is older than the validator's floor.
+HISTORY_START = datetime.fromtimestamp(TIME_FLOOR_MS / 1000, UTC)
 UNIT_MS = {"day": 86_400_000, "week": 7 * 86_400_000}
 MAX_INTERVAL_COUNT = 3650
 DEFAULT_LIMIT = 255
@@ -138,10 +147,6 @@ def _scan_end(req: RetentionRequest) -> datetime:
     return req.timeline.end + timedelta(days=31 * req.buckets * req.interval + 1)
 
 
-def _event_filter(name: str | None, b: Binds) -> Sql:
-    return sql("event = {}", b.add(name, "String")) if name is not None else sql("1")
-
-
 @dataclass(frozen=True)
 class _Shape:
     """The tuple of one return event in the per-user array `ev`, and how to read it.
@@ -173,23 +178,16 @@ def _shape(req: RetentionRequest, keys: Sql | None) -> _Shape:
 
 def _returns(req: RetentionRequest, b: Binds) -> tuple[Sql, _Shape]:
     """Per user `ev`: the return events (see `_Shape`)."""
-    where = compile_where(req.where, b) if req.where is not None else None
+    where = where_condition(req.where, b)
     keys = on_keys(compile_on(req.on, b)) if req.on is not None else None
     shape_ = _shape(req, keys)
     collect = sql("arraySort(groupArray({}))", shape_.element) if shape_.sort else sql("groupArray({})", shape_.element)
-    text = sql(
-        "SELECT distinct_id, {} AS ev "
-        "FROM events {} WHERE project_id = {} AND time >= {} AND time < {} AND {} AND distinct_id != '' AND {} "
-        "GROUP BY distinct_id",
-        collect,
-        sql("FINAL") if where is not None or req.on is not None else sql(""),
-        b.add(req.project_id, "UInt64"),
-        b.add(req.timeline.start, "DateTime64(3, 'UTC')"),
-        b.add(_scan_end(req), "DateTime64(3, 'UTC')"),
-        _event_filter(req.event, b),
-        where if where is not None else sql("1"),
-    )
-    return text, shape_
+    scope, names = Scope(req.project_id, req.timeline.start, _scan_end(req)), one_event(req.event)
+    if where is not None or keys is not None:
+        source = final_events(scope, names, where, b, keys=HAS_USER)
+    else:
+        source = raw_events(scope, names, b, keys=HAS_USER)
+    return sql("SELECT distinct_id, {} AS ev FROM {} GROUP BY distinct_id", collect, source), shape_
 
 
 def _anchored(req: RetentionRequest, b: Binds) -> tuple[Sql, _Shape]:
@@ -211,19 +209,18 @@ def _anchored(req: RetentionRequest, b: Binds) -> tuple[Sql, _Shape]:
         )
         return text, shape_
     assert req.born_event is not None
-    born_where = compile_where(req.born_where, b) if req.born_where is not None else None
-    born = b.add(req.born_event, "String")
+    born_where = where_condition(req.born_where, b)
+    history = Scope(req.project_id, HISTORY_START, req.timeline.end)
+    if born_where is not None:
+        born = final_events(history, [req.born_event], born_where, b, keys=HAS_USER)
+    else:
+        born = raw_events(history, [req.born_event], b, keys=HAS_USER)
     # first-ever born event, ties by insert_id; `a` = (ms, id) like a return's first two members
     births = sql(
         "SELECT distinct_id, (f.1, f.3) AS a FROM ("
         "SELECT distinct_id, min((toUnixTimestamp64Milli(time), insert_id, reinterpretAsUInt128(dedup_hash))) AS f "
-        "FROM events {} WHERE project_id = {} AND event = {} AND time < {} AND distinct_id != '' AND {} "
-        "GROUP BY distinct_id) WHERE f.1 >= {}",
-        sql("FINAL") if born_where is not None else sql(""),
-        b.add(req.project_id, "UInt64"),
+        "FROM {} GROUP BY distinct_id) WHERE f.1 >= {}",
         born,
-        b.add(req.timeline.end, "DateTime64(3, 'UTC')"),
-        born_where if born_where is not None else sql("1"),
         start_ms,
     )
     text = sql(

@@ -34,7 +34,7 @@ from fractions import Fraction
 from typing import Any
 
 from services.query.endpoints import QueryContext
-from services.query.expr import compile_number, compile_on, compile_where
+from services.query.expr import compile_number, compile_on
 from services.query.expr.typed import TNode
 from services.query.reports import _common
 from services.query.reports._common import (
@@ -58,6 +58,7 @@ from services.query.reports._common import (
     segmented_values,
     series_csv,
     series_values,
+    where_condition,
 )
 from services.query.sql import Sql, sql
 
@@ -103,7 +104,7 @@ class SegmentationRequest:
 def build(req: SegmentationRequest) -> Query:
     binds = Binds()
     scope = Scope.of(req.project_id, req.timeline)
-    where = compile_where(req.where, binds) if req.where is not None else None
+    where = where_condition(req.where, binds)
     if req.on is not None:
         on = compile_on(req.on, binds)
         text = segmented(scope, [req.event], req.timeline, on, where, None, req.type == "unique", req.limit, binds,
@@ -211,7 +212,7 @@ def numeric_buckets(low: float, high: float, count: int) -> Buckets:
 
 def _numeric_scan(req: NumericRequest, binds: Binds) -> tuple[Sql, Sql]:
     """The numeric `on` value and the deduplicated, filtered events it is read from."""
-    where = compile_where(req.where, binds) if req.where is not None else None
+    where = where_condition(req.where, binds)
     number = compile_number(req.on, binds)
     return number, final_events(Scope.of(req.project_id, req.timeline), [req.event], where, binds)
 
@@ -283,7 +284,7 @@ class SumRequest:
 def build_sum(req: SumRequest) -> Query:
     """(bucket, Kahan-compensated sum with non-numbers as 0.0, number of events)."""
     binds = Binds()
-    where = compile_where(req.where, binds) if req.where is not None else None
+    where = where_condition(req.where, binds)
     return Query(sql(
         "SELECT bucket, sumKahan(ifNull(x, 0.)), count() FROM (SELECT {} AS x, {} AS bucket FROM {}) GROUP BY bucket",
         compile_number(req.on, binds), bucket_key(sql("time"), req.timeline, binds),

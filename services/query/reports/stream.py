@@ -21,7 +21,7 @@ import orjson
 from services.query.endpoints import QueryContext
 from services.query.errors import ParamError
 from services.query.params import Params
-from services.query.reports._common import Binds, Query, Scope, Timeline, read_dates, timeline_for_dates
+from services.query.reports._common import Binds, Query, Scope, Timeline, final_events, read_dates, timeline_for_dates
 from services.query.sql import sql
 
 __all__ = ["MAX_EVENTS", "StreamRequest", "build", "parse_request", "shape", "stream"]
@@ -54,12 +54,11 @@ def _number_text(value: int | float) -> str:
 
 def build(req: StreamRequest) -> Query:
     b = Binds()
-    scope = Scope.of(req.project_id, req.timeline)
+    users = sql("distinct_id IN {}", b.add(list(req.distinct_ids), "Array(String)"))
     text = sql(
-        "SELECT event, toUnixTimestamp64Milli(time) AS ms, distinct_id, insert_id, properties FROM events FINAL "
-        "WHERE {} AND distinct_id IN {} ORDER BY ms, event, distinct_id, insert_id LIMIT {}",
-        scope.condition(b, sql("time")),
-        b.add(list(req.distinct_ids), "Array(String)"),
+        "SELECT event, toUnixTimestamp64Milli(time) AS ms, distinct_id, insert_id, properties FROM {} "
+        "ORDER BY ms, event, distinct_id, insert_id LIMIT {}",
+        final_events(Scope.of(req.project_id, req.timeline), None, None, b, keys=users),
         b.add(MAX_EVENTS + 1, "UInt32"),
     )
     return Query(text, b)

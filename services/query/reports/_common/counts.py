@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from services.query.reports._common.buckets import bucket_key
-from services.query.reports._common.scan import TIME, Binds, Scope, event_filter, final_events
+from services.query.reports._common.scan import TIME, Binds, Scope, event_filter, final_events, raw_events
 from services.query.reports._common.timeline import QUARTER, Timeline
 from services.query.sql import Sql, sql
 
@@ -28,10 +28,9 @@ def counts_raw(scope: Scope, names: Sequence[str] | None, timeline: Timeline | N
     return sql(
         "SELECT event AS name, {} AS bucket, uniqExact(dedup_hash) AS n, "
         "uniqExactIf(distinct_id, distinct_id != '') AS u "
-        "FROM events WHERE {} AND {} GROUP BY name, bucket",
+        "FROM {} GROUP BY name, bucket",
         _bucket_or_blank(TIME, timeline, binds),
-        scope.condition(binds, TIME),
-        event_filter(names, binds),
+        raw_events(scope, names, binds),
     )
 
 

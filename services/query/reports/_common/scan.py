@@ -1,6 +1,6 @@
 """What every query is built from: its `Scope` (project and UTC time range, so no query can
 leave out either: STYLE principle 6), the `Query` it ends as, the event-name filter and
-the deduplicated scan `final_events`."""
+the scans of the events table: `final_events` (deduplicated) and `raw_events`."""
 
 from __future__ import annotations
 
@@ -10,13 +10,19 @@ from datetime import datetime
 from typing import Any
 
 from services.query.endpoints import QueryContext
+from services.query.expr import compile_where
+from services.query.expr.typed import TNode
 from services.query.reports._common.timeline import Timeline
 from services.query.sql import Params as Binds
 from services.query.sql import Sql, render, sql
 
-__all__ = ["TIME", "Binds", "Query", "Scope", "event_filter", "final_events"]
+__all__ = [
+    "HAS_USER", "TIME", "Binds", "Query", "Scope", "event_filter", "final_events", "one_event", "raw_events",
+    "where_condition",
+]
 
 TIME = sql("time")
+HAS_USER = sql("distinct_id != ''")  # the events of a user (a non-empty distinct_id)
 
 
 @dataclass(frozen=True)
@@ -68,21 +74,43 @@ def event_filter(names: Sequence[str] | None, binds: Binds) -> Sql:
     return sql("event IN {}", binds.add(list(names), "Array(String)"))
 
 
-def final_events(scope: Scope, names: Sequence[str] | None, where: Sql | None, binds: Binds) -> Sql:
-    """`events FINAL`, scoped: the table with duplicates collapsed (the latest ingested copy
-    wins), for reports that read properties.
+def one_event(name: str | None) -> list[str] | None:
+    """The `names` of `event_filter` for an optional single event (None: every event)."""
+    return [name] if name is not None else None
 
-    The scope and event conditions go into an explicit PREWHERE: they test sorting-key
-    columns only, which every copy of a duplicate shares, so filtering before the FINAL
-    merge is exact — and it lets ClickHouse skip reading `properties` for other rows,
-    which it does not do on its own under FINAL (`optimize_move_to_prewhere_if_final`
+
+def where_condition(where: TNode | None, binds: Binds) -> Sql | None:
+    """The compiled `where` expression (None without one)."""
+    return compile_where(where, binds) if where is not None else None
+
+
+def _and(keys: Sql | None) -> Sql:
+    return sql(" AND {}", keys) if keys is not None else sql("")
+
+
+def final_events(scope: Scope, names: Sequence[str] | None, where: Sql | None, binds: Binds, *,
+                 keys: Sql | None = None) -> Sql:
+    """`events FINAL`, scoped: the table with duplicates collapsed (the latest ingested copy
+    wins), for reports that read properties. `keys`: more conditions on sorting-key
+    columns only (`distinct_id`, e.g. `HAS_USER`).
+
+    The scope, event and `keys` conditions go into an explicit PREWHERE: they test
+    sorting-key columns only, which every copy of a duplicate shares, so filtering before
+    the FINAL merge is exact — and it lets ClickHouse skip reading `properties` for other
+    rows, which it does not do on its own under FINAL (`optimize_move_to_prewhere_if_final`
     is off, rightly: a property condition must see only the latest copy, so `where`
     stays in WHERE, after the merge)."""
     return sql(
-        "events FINAL PREWHERE {} AND {} WHERE {}",
+        "events FINAL PREWHERE {} AND {}{} WHERE {}",
         scope.condition(binds, TIME),
         event_filter(names, binds),
+        _and(keys),
         where if where is not None else sql("1"),
     )
 
 
+def raw_events(scope: Scope, names: Sequence[str] | None, binds: Binds, *, keys: Sql | None = None) -> Sql:
+    """The events table, scoped, with the unmerged copies of duplicates: for queries that
+    read no property, whose answer a copy cannot change (distinct hashes, users or times).
+    Without FINAL, ClickHouse moves the key conditions to PREWHERE by itself."""
+    return sql("events WHERE {} AND {}{}", scope.condition(binds, TIME), event_filter(names, binds), _and(keys))
