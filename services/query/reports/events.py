@@ -48,12 +48,15 @@ from services.query.reports._common import (
     read_timeline,
     read_type,
     read_unit,
-    series_csv,
+    series_body,
+    series_response,
     series_values,
 )
 from services.query.timerange import local_midnight_utc
 
-__all__ = ["EventsRequest", "NamesRequest", "TopRequest", "build", "build_mv", "build_raw", "events", "names", "shape", "top"]
+__all__ = [
+    "EventsRequest", "NamesRequest", "TopRequest", "build", "build_mv", "build_raw", "events", "names", "shape", "top",
+]
 
 
 # -- /events ---------------------------------------------------------------------------------------
@@ -98,13 +101,13 @@ def build_raw(req: EventsRequest) -> Query:
 
 def shape(rows: list[tuple[Any, ...]], req: EventsRequest) -> dict[str, Any]:
     values = series_values(rows, req.type, req.timeline.series, req.names)
-    return {"data": {"series": list(req.timeline.series), "values": values}, "legend_size": len(values)}
+    return series_body(req.timeline.series, values)
 
 
 async def events(ctx: QueryContext) -> Any:
     req = EventsRequest.parse(ctx, _common.utc_now())
     body = shape(await build(req).run(ctx), req)
-    return series_csv(body) if req.format == "csv" else body
+    return series_response(body, req.format)
 
 
 # -- /events/top -----------------------------------------------------------------------------------

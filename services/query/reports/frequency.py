@@ -27,25 +27,10 @@ from services.query.endpoints import QueryContext
 from services.query.expr import compile_on
 from services.query.expr.typed import TNode
 from services.query.params import Params
-from services.query.reports._common import (
-    HAS_USER,
-    Binds,
-    Query,
-    Scope,
-    Timeline,
-    bucket_date,
-    final_events,
-    on_keys,
-    one_event,
-    raw_events,
-    read_dates,
-    read_expr,
-    read_limit,
-    segment_weight,
-    timeline_for_dates,
-    top_segments,
-    where_condition,
-)
+from services.query.reports._common import Binds, Query, Timeline, read_dates, read_expr, read_limit, timeline_for_dates
+from services.query.reports._common.buckets import bucket_date
+from services.query.reports._common.scan import HAS_USER, Scope, final_events, one_event, raw_events, where_condition
+from services.query.reports._common.segments import on_keys, ranked_cells, segment_weight, top_segments
 from services.query.sql import sql
 from services.query.timerange import local_midnight_utc
 
@@ -141,13 +126,7 @@ def build(req: FrequencyRequest) -> Query:
 
 
 def shape(rows: list[tuple[Any, ...]], req: FrequencyRequest) -> dict[str, Any]:
-    exactly: dict[tuple[str, str | None], dict[int, int]] = {}
-    ranks: dict[str, int] = {}
-    for period, segment, k, users, rank in rows:
-        exactly.setdefault((period.isoformat(), segment), {})[int(k)] = int(users)
-        if segment is not None:
-            ranks[segment] = int(rank)
-    segments = sorted(ranks, key=lambda s: ranks[s])
+    exactly, segments = ranked_cells(rows)
 
     def row(key: str, segment: str | None) -> list[int]:
         counts = exactly.get((key, segment), {})

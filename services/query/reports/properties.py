@@ -47,7 +47,8 @@ from services.query.reports._common import (
     segment_expr,
     segmented,
     segmented_values,
-    series_csv,
+    series_body,
+    series_response,
 )
 from services.query.reports.events import last_31_days
 from services.query.sql import column, sql
@@ -108,13 +109,13 @@ def build(req: PropertiesRequest) -> Query:
 
 def shape(rows: list[tuple[Any, ...]], req: PropertiesRequest) -> dict[str, Any]:
     values = segmented_values(rows, req.type, req.timeline.series)
-    return {"data": {"series": list(req.timeline.series), "values": values}, "legend_size": len(values)}
+    return series_body(req.timeline.series, values)
 
 
 async def properties(ctx: QueryContext) -> Any:
     req = PropertiesRequest.parse(ctx, _common.utc_now())
     body = shape(await build(req).run(ctx), req)
-    return series_csv(body) if req.format == "csv" else body
+    return series_response(body, req.format)
 
 
 # -- /events/properties/top ------------------------------------------------------------------------

@@ -42,25 +42,10 @@ from services.query.errors import ParamError
 from services.query.expr import compile_on
 from services.query.expr.typed import TNode
 from services.query.params import Params
-from services.query.reports._common import (
-    HAS_USER,
-    Binds,
-    Query,
-    Scope,
-    Timeline,
-    bucket_date_of_ms,
-    final_events,
-    on_keys,
-    one_event,
-    raw_events,
-    read_dates,
-    read_expr,
-    read_limit,
-    segment_weight,
-    timeline_for_dates,
-    top_segments,
-    where_condition,
-)
+from services.query.reports._common import Binds, Query, Timeline, read_dates, read_expr, read_limit, timeline_for_dates
+from services.query.reports._common.buckets import bucket_date_of_ms
+from services.query.reports._common.scan import HAS_USER, Scope, final_events, one_event, raw_events, where_condition
+from services.query.reports._common.segments import on_keys, ranked_cells, segment_weight, top_segments
 from services.query.sql import Sql, sql
 from shared.events.validate import TIME_FLOOR_MS
 
@@ -301,13 +286,7 @@ def _counts(req: RetentionRequest, cells: dict[int, int]) -> list[int]:
 
 
 def shape(rows: list[tuple[Any, ...]], req: RetentionRequest) -> dict[str, Any]:
-    cells: dict[tuple[str, str | None], dict[int, int]] = {}
-    ranks: dict[str, int] = {}
-    for cohort, segment, bucket, users, rank in rows:
-        cells.setdefault((cohort.isoformat(), segment), {})[int(bucket)] = int(users)
-        if segment is not None:
-            ranks[segment] = int(rank)
-    segments = sorted(ranks, key=lambda seg: ranks[seg])
+    cells, segments = ranked_cells(rows)
     firsts: dict[str, int] = {}
     for (cohort, segment), by_bucket in cells.items():
         if segment is None:

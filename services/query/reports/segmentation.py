@@ -56,7 +56,8 @@ from services.query.reports._common import (
     read_unit,
     segmented,
     segmented_values,
-    series_csv,
+    series_body,
+    series_response,
     series_values,
     where_condition,
 )
@@ -122,13 +123,13 @@ def shape(rows: list[tuple[Any, ...]], req: SegmentationRequest) -> dict[str, An
         values = segmented_values(rows, req.type, series)
     else:
         values = series_values(rows, req.type, series, [req.event])
-    return {"data": {"series": list(series), "values": values}, "legend_size": len(values)}
+    return series_body(series, values)
 
 
 async def segmentation(ctx: QueryContext) -> Any:
     req = SegmentationRequest.parse(ctx, _common.utc_now())
     body = shape(await build(req).run(ctx), req)
-    return series_csv(body) if req.format == "csv" else body
+    return series_response(body, req.format)
 
 
 # -- /segmentation/numeric -------------------------------------------------------------------------
@@ -251,7 +252,7 @@ def shape_numeric(rows: list[tuple[Any, ...]], req: NumericRequest, buckets: Buc
         for idx, label in enumerate(buckets.labels):
             if idx in cells:
                 values[label] = {key: cells[idx][key] for key in series if key in cells[idx]}
-    return {"data": {"series": series, "values": values}, "legend_size": len(values)}
+    return series_body(series, values)
 
 
 async def numeric(ctx: QueryContext) -> Any:
@@ -260,7 +261,7 @@ async def numeric(ctx: QueryContext) -> Any:
     buckets = numeric_buckets(low, high, req.buckets) if found else None
     rows = await build_numeric(req, buckets).run(ctx) if buckets is not None else []
     body = shape_numeric(rows, req, buckets)
-    return series_csv(body) if req.format == "csv" else body
+    return series_response(body, req.format)
 
 
 # -- /segmentation/sum, /segmentation/average ------------------------------------------------------

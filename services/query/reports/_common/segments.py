@@ -9,7 +9,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from services.query.expr import OnSql
 from services.query.reports._common.buckets import bucket_key
@@ -18,7 +19,7 @@ from services.query.reports._common.scan import TIME, Binds, Scope, final_events
 from services.query.reports._common.timeline import Timeline
 from services.query.sql import Sql, sql
 
-__all__ = ["on_keys", "segment_expr", "segment_weight", "segmented", "top_segments"]
+__all__ = ["on_keys", "ranked_cells", "segment_expr", "segment_weight", "segmented", "top_segments"]
 
 
 def segment_expr(on: OnSql) -> Sql:
@@ -48,6 +49,18 @@ def top_segments(rows: Sql, limit: int, binds: Binds) -> Sql:
         rows,
         binds.add(limit + 1, "UInt32"),
     )
+
+
+def ranked_cells(rows: Iterable[Sequence[Any]]) -> tuple[dict[tuple[str, str | None], dict[int, int]], list[str]]:
+    """From rows (Date, segment, i, users, seg_rank) of a `top_segments` query: the users by
+    (date key, segment) and i, and the segments (not `$overall`) in rank order."""
+    cells: dict[tuple[str, str | None], dict[int, int]] = {}
+    ranks: dict[str, int] = {}
+    for day, segment, i, users, rank in rows:
+        cells.setdefault((day.isoformat(), segment), {})[int(i)] = int(users)
+        if segment is not None:
+            ranks[segment] = int(rank)
+    return cells, sorted(ranks, key=lambda seg: ranks[seg])
 
 
 def segmented(scope: Scope, names: Sequence[str] | None, timeline: Timeline, on: OnSql, where: Sql | None,

@@ -9,7 +9,10 @@ from typing import Any
 
 from starlette.responses import Response
 
-__all__ = ["csv_response", "measure", "segmented_values", "series_csv", "series_values", "zero_filled"]
+__all__ = [
+    "csv_response", "measure", "segmented_values", "series_body", "series_csv", "series_response", "series_values",
+    "zero_filled",
+]
 
 
 def measure(kind: str, events: int, users: int) -> int | float:
@@ -43,6 +46,15 @@ def series_csv(data: Mapping[str, Any]) -> Response:
         ((segment, key, cells.get(key, 0)) for segment, cells in values.items() for key in series),
     )
 
+
+def series_body(series: Sequence[str], values: dict[str, dict[str, int | float]]) -> dict[str, Any]:
+    """The breakdown reports' JSON: `{"data": {"series": [...], "values": {...}}, "legend_size": n}`."""
+    return {"data": {"series": list(series), "values": values}, "legend_size": len(values)}
+
+
+def series_response(body: dict[str, Any], fmt: str) -> Any:
+    """A breakdown body as `format` asks: the JSON itself, or its CSV (`series_csv`)."""
+    return series_csv(body) if fmt == "csv" else body
 
 
 def series_values(rows: Iterable[Sequence[Any]], kind: str, series: Sequence[str],
