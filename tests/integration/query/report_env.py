@@ -7,22 +7,26 @@ zone and project secret. Events go through the real `/import` (strict=1) in requ
 order; a batch is cut before a repeated dedup key so every copy of a duplicate is its
 own request (the last copy is then the most recently ingested, as the oracle assumes).
 Background merges of `events` are stopped while the module runs, so the duplicates stay
-in separate parts and the reports must collapse them themselves.
+in separate parts and the reports must collapse them themselves. `serving` does all of
+it for a module's `loaded` fixture, with the reports' clock set to the dataset's `now`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 import orjson
+import pytest
 
 from services.gateway.app import import_routes
 from services.query import app as query_app
+from services.query.reports import _common
 from services.standalone.sink import EmbeddedSink
 from services.worker.enrich import Enricher
 from shared.auth import Authenticator
@@ -30,7 +34,7 @@ from shared.config import ImportLimits, Settings
 from shared.metadata import MetadataRepository
 from shared.warehouse import ClickHouseWarehouse
 from shared.web import build_starlette
-from tests.factories import Dataset, normalize_key
+from tests.factories import Dataset, ProjectSpec, normalize_key
 from tests.integration.conftest import truncate_all
 
 SA_USER, SA_SECRET = "report-sa", "report-sa-secret"
@@ -120,6 +124,26 @@ def load_dataset(env: ReportEnv, dataset: Dataset) -> None:
 def release(env: ReportEnv) -> None:
     env.warehouse.command("SYSTEM START MERGES events")
     env.close()
+
+
+@contextmanager
+def serving(warehouse: ClickHouseWarehouse, dataset: Dataset) -> Iterator[ReportEnv]:
+    """An env with `dataset` loaded and the reports' clock at `dataset.now`; released on exit
+    (the body of the module-scoped `loaded` fixtures)."""
+    env = build_env(warehouse, {pid: spec.tz for pid, spec in dataset.projects.items()})
+    load_dataset(env, dataset)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_common, "utc_now", lambda: dataset.now)
+        yield env
+    release(env)
+
+
+Case = Callable[[ProjectSpec], dict[str, str]]
+
+
+def rng(spec: ProjectSpec, **extra: str) -> dict[str, str]:
+    """The project's date range plus `extra` parameters."""
+    return {"from_date": spec.from_date, "to_date": spec.to_date, **extra}
 
 
 # -- comparison ----------------------------------------------------------------------------------

@@ -12,14 +12,13 @@ Every response must equal the oracle's body (floats within 1e-9, same key order)
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 
-from services.query.reports import _common
 from shared.saved import WarehouseSavedStore, parse_funnel
 from tests.factories import Dataset, ProjectSpec, make_dataset
-from tests.integration.query.report_env import ReportEnv, build_env, diff, load_dataset, release
+from tests.integration.query.report_env import Case, ReportEnv, diff, rng, serving
 from tests.oracle import frequency, funnels, retention, stream
 
 pytestmark = pytest.mark.warehouse
@@ -31,25 +30,14 @@ PROJECTS = (1, 2, 3, 4, 5)
 @pytest.fixture(scope="module")
 def loaded(warehouse) -> Iterator[tuple[ReportEnv, Dataset, dict[tuple[int, int], int]]]:  # type: ignore[no-untyped-def]
     dataset = make_dataset(SEED, n_events=1500)
-    env = build_env(warehouse, {pid: spec.tz for pid, spec in dataset.projects.items()})
-    load_dataset(env, dataset)
-    store = WarehouseSavedStore(warehouse)
-    saved: dict[tuple[int, int], int] = {}  # (project, factories funnel id) -> stored funnel_id
-    for pid in dataset.projects:
-        for fid, definition in sorted(dataset.funnels.items()):
-            name, parsed = parse_funnel(definition)
-            saved[(pid, fid)] = store.create_funnel(pid, name, parsed).funnel_id
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(_common, "utc_now", lambda: dataset.now)
+    with serving(warehouse, dataset) as env:
+        store = WarehouseSavedStore(warehouse)
+        saved: dict[tuple[int, int], int] = {}  # (project, factories funnel id) -> stored funnel_id
+        for pid in dataset.projects:
+            for fid, definition in sorted(dataset.funnels.items()):
+                name, parsed = parse_funnel(definition)
+                saved[(pid, fid)] = store.create_funnel(pid, name, parsed).funnel_id
         yield env, dataset, saved
-    release(env)
-
-
-Case = Callable[[ProjectSpec], dict[str, str]]
-
-
-def rng(spec: ProjectSpec, **extra: str) -> dict[str, str]:
-    return {"from_date": spec.from_date, "to_date": spec.to_date, **extra}
 
 
 def _compare(env: ReportEnv, pid: int, path: str, params: dict[str, str], expected: object) -> None:

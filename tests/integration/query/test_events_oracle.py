@@ -8,7 +8,7 @@ duplicates, late events). `now` is the dataset's clock, so "today", "yesterday",
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
@@ -16,8 +16,8 @@ import pytest
 from services.query.reports import _common, events
 from services.query.sql import render
 from tests import oracle
-from tests.factories import Dataset, ProjectSpec, make_dataset
-from tests.integration.query.report_env import ReportEnv, build_env, check_against_oracle, load_dataset, release
+from tests.factories import Dataset, make_dataset
+from tests.integration.query.report_env import Case, ReportEnv, check_against_oracle, rng, serving
 
 pytestmark = pytest.mark.warehouse
 
@@ -29,19 +29,8 @@ NAMES = '["App Open", "Purchase", "Ünïcødé ☃ Event", "Never Happened", "Ap
 @pytest.fixture(scope="module")
 def loaded(warehouse) -> Iterator[tuple[ReportEnv, Dataset]]:  # type: ignore[no-untyped-def]
     dataset = make_dataset(SEED, n_events=1500)
-    env = build_env(warehouse, {pid: spec.tz for pid, spec in dataset.projects.items()})
-    load_dataset(env, dataset)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(_common, "utc_now", lambda: dataset.now)
+    with serving(warehouse, dataset) as env:
         yield env, dataset
-    release(env)
-
-
-Case = Callable[[ProjectSpec], dict[str, str]]
-
-
-def rng(spec: ProjectSpec, **extra: str) -> dict[str, str]:
-    return {"from_date": spec.from_date, "to_date": spec.to_date, **extra}
 
 
 EVENTS: dict[str, Case] = {
