@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -59,10 +60,12 @@ def _print(value: Any) -> None:
     sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode() + "\n")
 
 
-def _funnel_body(args: argparse.Namespace, current: dict[str, Any] | None) -> dict[str, Any]:
+def _body(args: argparse.Namespace, current: dict[str, Any] | None, members: tuple[str, ...]) -> dict[str, Any]:
+    """The JSON body an update or a create sends: the current `members` (update), then
+    `--definition`, then `--name`."""
     body: dict[str, Any] = {}
     if current is not None:
-        body = {k: current[k] for k in ("name", "steps", "length", "length_unit")}
+        body = {k: current[k] for k in members}
     if args.definition is not None:
         given = _json_arg(args.definition)
         if not isinstance(given, dict):
@@ -70,6 +73,11 @@ def _funnel_body(args: argparse.Namespace, current: dict[str, Any] | None) -> di
         body.update(given)
     if args.name is not None:
         body["name"] = args.name
+    return body
+
+
+def _funnel_body(args: argparse.Namespace, current: dict[str, Any] | None) -> dict[str, Any]:
+    body = _body(args, current, ("name", "steps", "length", "length_unit"))
     if args.step:
         body["steps"] = [{"event": e} for e in args.step]
     if args.length is not None:
@@ -80,16 +88,7 @@ def _funnel_body(args: argparse.Namespace, current: dict[str, Any] | None) -> di
 
 
 def _bookmark_body(args: argparse.Namespace, current: dict[str, Any] | None) -> dict[str, Any]:
-    body: dict[str, Any] = {}
-    if current is not None:
-        body = {"name": current["name"], "params": current["params"]}
-    if args.definition is not None:
-        given = _json_arg(args.definition)
-        if not isinstance(given, dict):
-            raise CommandError("--definition must be a JSON object")
-        body.update(given)
-    if args.name is not None:
-        body["name"] = args.name
+    body = _body(args, current, ("name", "params"))
     if args.params is not None:
         body["params"] = _json_arg(args.params)
     return body
@@ -123,64 +122,73 @@ def _need_id(args: argparse.Namespace) -> int:
     return value
 
 
-def cmd_funnels(args: argparse.Namespace, settings: Settings) -> int:
+class _Item(Protocol):
+    def to_json(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class _Kind:
+    """One kind of saved item: its name, how its body is built and parsed, and the store's methods for it."""
+
+    noun: str
+    body: Callable[[argparse.Namespace, dict[str, Any] | None], dict[str, Any]]
+    parse: Callable[..., tuple[str, Any]]  # (body, *, check) -> (name, definition)
+    list_items: Callable[[WarehouseSavedStore, int], Sequence[_Item]]
+    get: Callable[[WarehouseSavedStore, int, int], _Item | None]
+    create: Callable[[WarehouseSavedStore, int, str, Any], _Item]
+    update: Callable[[WarehouseSavedStore, int, int, str, Any], _Item | None]
+    delete: Callable[[WarehouseSavedStore, int, int], bool]
+
+
+_FUNNELS = _Kind(
+    noun="funnel", body=_funnel_body, parse=parse_funnel, list_items=WarehouseSavedStore.list_funnels,
+    get=WarehouseSavedStore.get_funnel, create=WarehouseSavedStore.create_funnel,
+    update=WarehouseSavedStore.update_funnel, delete=WarehouseSavedStore.delete_funnel,
+)
+_BOOKMARKS = _Kind(
+    noun="bookmark", body=_bookmark_body, parse=parse_bookmark, list_items=WarehouseSavedStore.list_bookmarks,
+    get=WarehouseSavedStore.get_bookmark, create=WarehouseSavedStore.create_bookmark,
+    update=WarehouseSavedStore.update_bookmark, delete=WarehouseSavedStore.delete_bookmark,
+)
+
+
+def _manage(kind: _Kind, args: argparse.Namespace, settings: Settings) -> int:
+    """`args.action` on the saved items of `kind` in project `args.project`."""
     pid: int = args.project
 
     def work(store: WarehouseSavedStore) -> int:
         if args.action == "list":
-            _print([f.to_json() for f in store.list_funnels(pid)])
+            _print([item.to_json() for item in kind.list_items(store, pid)])
             return 0
         if args.action == "create":
-            name, definition = parse_funnel(_funnel_body(args, None), check=check_expression)
-            _print(store.create_funnel(pid, name, definition).to_json())
+            name, definition = kind.parse(kind.body(args, None), check=check_expression)
+            _print(kind.create(store, pid, name, definition).to_json())
             return 0
         item_id = _need_id(args)
-        found = store.get_funnel(pid, item_id)
+        found = kind.get(store, pid, item_id)
         if found is None:
-            raise CommandError(f"funnel {item_id} not found in project {pid}")
+            raise CommandError(f"{kind.noun} {item_id} not found in project {pid}")
         if args.action == "show":
             _print(found.to_json())
         elif args.action == "update":
-            name, definition = parse_funnel(_funnel_body(args, found.to_json()), check=check_expression)
-            updated = store.update_funnel(pid, item_id, name, definition)
+            name, definition = kind.parse(kind.body(args, found.to_json()), check=check_expression)
+            updated = kind.update(store, pid, item_id, name, definition)
             assert updated is not None
             _print(updated.to_json())
         else:
-            store.delete_funnel(pid, item_id)
+            kind.delete(store, pid, item_id)
             _print({"status": "ok", "deleted": item_id})
         return 0
 
     return _run(settings, pid, work)
+
+
+def cmd_funnels(args: argparse.Namespace, settings: Settings) -> int:
+    return _manage(_FUNNELS, args, settings)
 
 
 def cmd_bookmarks(args: argparse.Namespace, settings: Settings) -> int:
-    pid: int = args.project
-
-    def work(store: WarehouseSavedStore) -> int:
-        if args.action == "list":
-            _print([b.to_json() for b in store.list_bookmarks(pid)])
-            return 0
-        if args.action == "create":
-            name, params = parse_bookmark(_bookmark_body(args, None), check=check_expression)
-            _print(store.create_bookmark(pid, name, params).to_json())
-            return 0
-        item_id = _need_id(args)
-        found = store.get_bookmark(pid, item_id)
-        if found is None:
-            raise CommandError(f"bookmark {item_id} not found in project {pid}")
-        if args.action == "show":
-            _print(found.to_json())
-        elif args.action == "update":
-            name, params = parse_bookmark(_bookmark_body(args, found.to_json()), check=check_expression)
-            updated = store.update_bookmark(pid, item_id, name, params)
-            assert updated is not None
-            _print(updated.to_json())
-        else:
-            store.delete_bookmark(pid, item_id)
-            _print({"status": "ok", "deleted": item_id})
-        return 0
-
-    return _run(settings, pid, work)
+    return _manage(_BOOKMARKS, args, settings)
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
