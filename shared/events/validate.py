@@ -170,6 +170,32 @@ def _render_path(path: list[str | int]) -> str:
     return out
 
 
+def _check_value(v: Any, depth: int, lim: ImportLimits) -> Any:
+    """Check the value `v` of a member or element of a container found at `depth`; return it,
+    or a copy with strings truncated."""
+    t = type(v)
+    if t is str:
+        if not v.isascii() and not _valid_utf8(v):
+            raise _Reject(_UTF8, "utf8")
+        maxlen = lim.max_string_len
+        return v if len(v) <= maxlen else v[:maxlen]
+    if t is int:
+        if v < _INT_MIN or v > _INT_MAX:
+            raise _Reject(_INT_RANGE, "number")
+        return v
+    if t is float:
+        if v - v != 0.0:  # NaN or ±inf
+            raise _Reject(_FINITE, "number")
+        return v
+    if t is bool or v is None:
+        return v
+    if t is dict:
+        return _walk_dict(v, depth + 1, lim)
+    if t is list:
+        return _walk_list(v, depth + 1, lim)
+    raise _Reject(f"unsupported value type {t.__name__}", "type")
+
+
 def _walk_dict(d: dict[Any, Any], depth: int, lim: ImportLimits) -> dict[Any, Any]:
     """Check the object `d` found at `depth`; return it, or a copy with strings truncated."""
     n = len(d)
@@ -187,29 +213,9 @@ def _walk_dict(d: dict[Any, Any], depth: int, lim: ImportLimits) -> dict[Any, An
         try:
             if not k.isascii() and not _valid_utf8(k):
                 raise _Reject("property name should be valid utf8", "utf8")
-            t = type(v)
-            if t is str:
-                if not v.isascii() and not _valid_utf8(v):
-                    raise _Reject(_UTF8, "utf8")
-                if len(v) <= maxlen:
-                    continue
-                nv: Any = v[:maxlen]
-            elif t is int:
-                if v < _INT_MIN or v > _INT_MAX:
-                    raise _Reject(_INT_RANGE, "number")
-                continue
-            elif t is float:
-                if v - v != 0.0:  # NaN or ±inf
-                    raise _Reject(_FINITE, "number")
-                continue
-            elif t is bool or v is None:
-                continue
-            elif t is dict:
-                nv = _walk_dict(v, depth + 1, lim)
-            elif t is list:
-                nv = _walk_list(v, depth + 1, lim)
-            else:
-                raise _Reject(f"unsupported value type {t.__name__}", "type")
+            if type(v) is str and v.isascii() and len(v) <= maxlen:
+                continue  # the common case, without a call
+            nv = _check_value(v, depth, lim)
         except _Reject as r:
             r.path.append(k)
             raise
@@ -232,30 +238,10 @@ def _walk_list(a: list[Any], depth: int, lim: ImportLimits) -> list[Any]:
     maxlen = lim.max_string_len
     out: list[Any] | None = None
     for i, v in enumerate(a):
+        if type(v) is str and v.isascii() and len(v) <= maxlen:
+            continue  # the common case, without a call
         try:
-            t = type(v)
-            if t is str:
-                if not v.isascii() and not _valid_utf8(v):
-                    raise _Reject(_UTF8, "utf8")
-                if len(v) <= maxlen:
-                    continue
-                nv: Any = v[:maxlen]
-            elif t is int:
-                if v < _INT_MIN or v > _INT_MAX:
-                    raise _Reject(_INT_RANGE, "number")
-                continue
-            elif t is float:
-                if v - v != 0.0:  # NaN or ±inf
-                    raise _Reject(_FINITE, "number")
-                continue
-            elif t is bool or v is None:
-                continue
-            elif t is dict:
-                nv = _walk_dict(v, depth + 1, lim)
-            elif t is list:
-                nv = _walk_list(v, depth + 1, lim)
-            else:
-                raise _Reject(f"unsupported value type {t.__name__}", "type")
+            nv = _check_value(v, depth, lim)
         except _Reject as r:
             r.path.append(i)
             raise
@@ -446,6 +432,7 @@ def validate_event(
                     raise _Reject(f"property names must be strings, got {type(k).__name__}", "type")
                 if not k.isascii() and not _valid_utf8(k):
                     raise _Reject("property name should be valid utf8", "utf8")
+                # the checks of `_check_value`, inline: this loop runs for every property of every event
                 vt = type(v)
                 if vt is str:
                     if not v.isascii() and not _valid_utf8(v):
