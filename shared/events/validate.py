@@ -170,6 +170,13 @@ def _render_path(path: list[str | int]) -> str:
     return out
 
 
+def _too_deep(lim: ImportLimits, first: str | int) -> _Reject:
+    """The reject of a non-empty object or array at the depth limit, at its first member."""
+    r = _Reject(f"nested deeper than {lim.max_depth} levels", "depth")
+    r.path.append(first)
+    return r
+
+
 def _check_value(v: Any, depth: int, lim: ImportLimits) -> Any:
     """Check the value `v` of a member or element of a container found at `depth`; return it,
     or a copy with strings truncated."""
@@ -202,9 +209,7 @@ def _walk_dict(d: dict[Any, Any], depth: int, lim: ImportLimits) -> dict[Any, An
     if n >= lim.max_nested_keys:
         raise _Reject(f"object has {n} keys; nested objects must have fewer than {lim.max_nested_keys}", "nested_keys")
     if n and depth >= lim.max_depth:
-        r = _Reject(f"nested deeper than {lim.max_depth} levels", "depth")
-        r.path.append(next(iter(d)))
-        raise r
+        raise _too_deep(lim, next(iter(d)))
     maxlen = lim.max_string_len
     out: dict[Any, Any] | None = None
     for k, v in d.items():
@@ -232,9 +237,7 @@ def _walk_list(a: list[Any], depth: int, lim: ImportLimits) -> list[Any]:
     if n >= lim.max_array_len:
         raise _Reject(f"array has {n} elements; arrays must have fewer than {lim.max_array_len}", "array_len")
     if n and depth >= lim.max_depth:
-        r = _Reject(f"nested deeper than {lim.max_depth} levels", "depth")
-        r.path.append(0)
-        raise r
+        raise _too_deep(lim, 0)
     maxlen = lim.max_string_len
     out: list[Any] | None = None
     for i, v in enumerate(a):
