@@ -17,6 +17,7 @@ query's `Params`; every literal and property name becomes a bound parameter ther
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from services.query.expr import ast
@@ -24,13 +25,25 @@ from services.query.expr.check import check_expr
 from services.query.expr.errors import ExprLimitError
 from services.query.expr.lower import Lowerer
 from services.query.expr.typed import Apply, Column, Const, Kind, ListOf, Prop, TNode
-from services.query.expr.values import NULL_STRING, Val, by_kind, if_, is_kind, iso_text, list_strings, num_text
+from services.query.expr.values import (
+    NULL_STRING,
+    Cond,
+    Val,
+    if_,
+    is_kind,
+    iso_text,
+    list_strings,
+    multi_if,
+    num_text,
+    s_as,
+)
 from services.query.sql import Params, Sql, SqlSizeError, sql
 
 __all__ = ["MAX_COMPILED_SQL", "OnSql", "compile_number", "compile_on", "compile_where"]
 
 # ClickHouse refuses queries over 256 KiB (max_query_size); a where and an on must fit.
 MAX_COMPILED_SQL = 100_000
+EMPTY_KEYS = sql("emptyArrayString()")
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,31 +90,39 @@ def _number(_: Lowerer, v: Val) -> tuple[Sql, bool]:
     return if_(is_kind(v, Kind.NUMBER), sql("toNullable({})", v.nv), sql("NULL")), False
 
 
+def _keyed(v: Val, wrap: Callable[[Sql], Sql]) -> list[tuple[Cond, Sql]]:
+    """Per kind with a `string()` form (hence a segment key), the test and `wrap(key)`.
+
+    Strings first: the tests are disjoint, so the order only decides how many tests the
+    most common kind of property value waits for.
+    """
+    keys: list[tuple[Kind, Callable[[], Sql]]] = [
+        (Kind.STRING, lambda: s_as(v, Kind.STRING)),
+        (Kind.BOOLEAN, lambda: sql("if({}, 'true', 'false')", v.bv)),
+        (Kind.NUMBER, lambda: num_text(v.nv)),
+        (Kind.DATETIME, lambda: iso_text(v.nv)),
+    ]
+    branches = [(is_kind(v, kind), wrap(key())) for kind, key in keys if kind in v.kinds]
+    if branches and v.kinds <= {kind for kind, _ in keys}:
+        # Every possible kind has a key: the last one needs no test.
+        branches[-1] = (True, branches[-1][1])
+    return branches
+
+
 def _scalar_key(v: Val) -> Sql:
     """`string()` of a non-list value as Nullable(String); NULL when it has none."""
-    if not v.kinds & {Kind.BOOLEAN, Kind.NUMBER, Kind.STRING, Kind.DATETIME}:
-        return NULL_STRING
-    return by_kind(
-        v,
-        {
-            Kind.BOOLEAN: lambda: sql("toNullable(if({}, 'true', 'false'))", v.bv),
-            Kind.NUMBER: lambda: sql("toNullable({})", num_text(v.nv)),
-            Kind.STRING: lambda: sql("toNullable({})", v.sv),
-            Kind.DATETIME: lambda: sql("toNullable({})", iso_text(v.nv)),
-        },
-        NULL_STRING,
-    )
+    return multi_if(_keyed(v, lambda key: sql("toNullable({})", key)), NULL_STRING)
 
 
 def _on(lowerer: Lowerer, v: Val) -> tuple[Sql, bool]:
     if Kind.LIST not in v.kinds:
         return _scalar_key(v), False
-    elements = list_strings(v.sv, lowerer.fresh(), lowerer.fresh())
+    elements = list_strings(s_as(v, Kind.LIST), lowerer.fresh(), lowerer.fresh())
     if v.kinds == {Kind.LIST}:
         return elements, True
-    key = _scalar_key(v)
-    scalar = sql("if(isNull({}), emptyArrayString(), [assumeNotNull({})])", key, key)
-    return if_(is_kind(v, Kind.LIST), elements, scalar), True
+    # A scalar's key as a one-element array (no Nullable detour); no key, no element.
+    branches = _keyed(v, lambda key: sql("[{}]", key))
+    return multi_if([*branches[:1], (is_kind(v, Kind.LIST), elements), *branches[1:]], EMPTY_KEYS), True
 
 
 _BUILDERS = {"where": _where, "number": _number, "on": _on}

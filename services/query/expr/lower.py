@@ -9,6 +9,11 @@ lambda parameter:
 
 so the text stays linear in the size of the expression. Small children are repeated
 as text; ClickHouse evaluates identical sub-expressions once per row anyway.
+
+Cheap forms. A rule that has already tested a kind reads `s` through `s_as` (a property's
+string without the kind switch), string equality goes through `string_equals` (a
+property compares its JSON text with the quoted literal), and `defined(p)` of a
+property that the expression reads nowhere else is `property_defined` (no value read).
 """
 
 from __future__ import annotations
@@ -36,8 +41,11 @@ from services.query.expr.values import (
     num_text,
     or_,
     parse_datetime,
+    property_defined,
     property_value,
+    s_as,
     scalar_key,
+    string_equals,
 )
 from services.query.sql import Params, Sql, column, join, local, number, sql
 
@@ -81,6 +89,7 @@ class Lowerer:
     def __init__(self, params: Params) -> None:
         self.params = params
         self._locals = 0
+        self._presence_only: frozenset[str] | None = None  # set from the root, the first node lowered
 
     def fresh(self) -> Sql:
         self._locals += 1
@@ -88,6 +97,8 @@ class Lowerer:
 
     # -- tree walk --------------------------------------------------------------------------------
     def lower(self, node: TNode) -> Val:
+        if self._presence_only is None:
+            self._presence_only = _presence_only(node)
         match node:
             case Const():
                 return self.const(node)
@@ -128,6 +139,8 @@ class Lowerer:
 
     def apply(self, op: Op, args: tuple[TNode, ...], kinds: Kinds) -> Val:
         binds: list[tuple[Sql, Sql]] = []
+        if op is Op.DEFINED and isinstance(args[0], Prop) and args[0].name in (self._presence_only or ()):
+            return Val(kinds, b=property_defined(args[0].name, self.params))
         if op is Op.IN and isinstance(args[1], ListOf) and args[1].items:
             # `x in [a, b]`: compare keys directly instead of building and re-reading JSON text
             # (element_key gives exactly the keys list_keys would read back from json_text).
@@ -180,7 +193,7 @@ class Lowerer:
                 total = sql("({} + {})", x.n, a[1].n) if N in x.kinds and N in a[1].kinds else None
                 numeric = and_(is_kind(x, N), is_kind(a[1], N), _finite(total)) if total is not None else False
                 strings = and_(is_kind(x, S), is_kind(a[1], S))
-                concat = sql("concat({}, {})", x.s, a[1].s) if S in x.kinds and S in a[1].kinds else None
+                concat = sql("concat({}, {})", s_as(x, S), s_as(a[1], S)) if S in x.kinds and S in a[1].kinds else None
                 k = multi_if([(numeric, _k(N)), (strings, _k(S))], _k(U))
                 return kinds_val(kinds, k, n=total, s=concat)
             case Op.SUB | Op.MUL | Op.DIV | Op.MOD:
@@ -207,15 +220,15 @@ class Lowerer:
                 if S not in x.kinds or S not in a[1].kinds:
                     return Val(kinds)
                 if op is Op.HAS_PREFIX:
-                    test = sql("startsWith({}, {})", x.sv, a[1].sv)
+                    test = sql("startsWith({}, {})", s_as(x, S), s_as(a[1], S))
                 else:
-                    test = sql("endsWith({}, {})", x.sv, a[1].sv)
+                    test = sql("endsWith({}, {})", s_as(x, S), s_as(a[1], S))
                 ok = and_(is_kind(x, S), is_kind(a[1], S))
                 return kinds_val(kinds, if_(ok, _k(B), _k(U)), b=cond(and_(ok, test)))
             case Op.LOWER | Op.UPPER:
                 if S not in x.kinds:
                     return Val(kinds)
-                text = sql("lowerUTF8({})", x.sv) if op is Op.LOWER else sql("upperUTF8({})", x.sv)
+                text = sql("lowerUTF8({})", s_as(x, S)) if op is Op.LOWER else sql("upperUTF8({})", s_as(x, S))
                 return kinds_val(kinds, if_(is_kind(x, S), _k(S), _k(U)), s=text)
         raise AssertionError(f"no rule for {op}")  # pragma: no cover
 
@@ -226,16 +239,22 @@ class Lowerer:
             Z: lambda: True,
             B: lambda: sql("({} = {})", a.bv, b.bv),
             N: lambda: sql("({} = {})", a.nv, b.nv),
-            S: lambda: sql("({} = {})", a.sv, b.sv),
             D: lambda: sql("({} = {})", a.nv, b.nv),
-            L: lambda: sql("({} = {})", list_keys(a.sv, self.fresh()), list_keys(b.sv, self.fresh())),
-            O: lambda: sql("({} = {})", a.sv, b.sv),
+            L: lambda: sql("({} = {})", list_keys(s_as(a, L), self.fresh()), list_keys(s_as(b, L), self.fresh())),
+            O: lambda: sql("({} = {})", s_as(a, O), s_as(b, O)),
         }
-        terms = [and_(is_kind(a, kind), is_kind(b, kind), same[kind]()) for kind in sorted(a.kinds & b.kinds)]
+        terms = [
+            _string_eq(a, b) if kind is S else and_(is_kind(a, kind), is_kind(b, kind), same[kind]())
+            for kind in sorted(a.kinds & b.kinds)
+        ]
         if D in a.kinds and S in b.kinds:
-            terms.append(and_(is_kind(a, D), is_kind(b, S), _null_false(sql("({} = {})", a.nv, parse_datetime(b.sv)))))
+            terms.append(
+                and_(is_kind(a, D), is_kind(b, S), _null_false(sql("({} = {})", a.nv, parse_datetime(s_as(b, S)))))
+            )
         if S in a.kinds and D in b.kinds:
-            terms.append(and_(is_kind(a, S), is_kind(b, D), _null_false(sql("({} = {})", parse_datetime(a.sv), b.nv))))
+            terms.append(
+                and_(is_kind(a, S), is_kind(b, D), _null_false(sql("({} = {})", parse_datetime(s_as(a, S)), b.nv)))
+            )
         return or_(*terms)
 
     def compare(self, op: Op, kinds: Kinds, a: Val, b: Val) -> Val:
@@ -243,10 +262,10 @@ class Lowerer:
         cases: list[tuple[Cond, Sql]] = []
         for ka, kb, left, right in (
             (N, N, lambda: a.nv, lambda: b.nv),
-            (S, S, lambda: a.sv, lambda: b.sv),
+            (S, S, lambda: s_as(a, S), lambda: s_as(b, S)),
             (D, D, lambda: a.nv, lambda: b.nv),
-            (D, S, lambda: a.nv, lambda: parse_datetime(b.sv)),
-            (S, D, lambda: parse_datetime(a.sv), lambda: b.nv),
+            (D, S, lambda: a.nv, lambda: parse_datetime(s_as(b, S))),
+            (S, D, lambda: parse_datetime(s_as(a, S)), lambda: b.nv),
         ):
             if ka in a.kinds and kb in b.kinds:
                 ok = and_(is_kind(a, ka), is_kind(b, kb))
@@ -263,9 +282,9 @@ class Lowerer:
         """`in`: substring for string-in-string, membership for scalar-in-list."""
         cases: list[tuple[Cond, Sql]] = []
         if S in a.kinds and S in b.kinds:
-            cases.append((and_(is_kind(a, S), is_kind(b, S)), sql("(position({}, {}) > 0)", b.sv, a.sv)))
+            cases.append((and_(is_kind(a, S), is_kind(b, S)), sql("(position({}, {}) > 0)", s_as(b, S), s_as(a, S))))
         if a.kinds & SCALARS and L in b.kinds:
-            has = sql("has({}, {})", list_keys(b.sv, self.fresh()), scalar_key(a))
+            has = sql("has({}, {})", list_keys(s_as(b, L), self.fresh()), scalar_key(a))
             cases.append((and_(is_any(a, SCALARS), is_kind(b, L)), has))
         if not cases:
             return Val(kinds)
@@ -279,7 +298,7 @@ class Lowerer:
             {
                 B: lambda: x.bv,
                 N: lambda: sql("toUInt8({} != 0)", x.nv),
-                S: lambda: sql("toUInt8({} NOT IN ('', 'false'))", x.sv),
+                S: lambda: sql("toUInt8({} NOT IN ('', 'false'))", s_as(x, S)),
                 D: ONE_SQL,
                 L: ONE_SQL,
                 O: ONE_SQL,
@@ -288,17 +307,14 @@ class Lowerer:
         )
 
     def number(self, kinds: Kinds, x: Val) -> Val:
-        parsed = sql("toFloat64OrZero({})", x.s) if S in x.kinds else None
+        parsed = sql("toFloat64OrZero({})", s_as(x, S)) if S in x.kinds else None
         n = by_kind(
             x,
             {N: lambda: x.nv, D: lambda: x.nv, B: lambda: sql("toFloat64({})", x.bv), S: lambda: parsed or ZERO_SQL},
             sql("toFloat64(0)"),
         )
-        valid_string = (
-            and_(sql("match({}, '^[+-]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][+-]?[0-9]+)?\\\\z')", x.s), _finite(parsed))
-            if parsed is not None
-            else False
-        )
+        numeric = "match({}, '^[+-]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][+-]?[0-9]+)?\\\\z')"
+        valid_string = and_(sql(numeric, s_as(x, S)), _finite(parsed)) if parsed is not None else False
         k = by_kind(x, {N: _k(N), D: _k(N), B: _k(N), S: lambda: if_(valid_string, _k(N), _k(U))}, _k(U))
         return kinds_val(kinds, k, n=n)
 
@@ -306,7 +322,7 @@ class Lowerer:
         s = by_kind(
             x,
             {
-                S: lambda: x.sv,
+                S: lambda: s_as(x, S),
                 N: lambda: num_text(x.nv),
                 B: lambda: sql("if({}, 'true', 'false')", x.bv),
                 D: lambda: iso_text(x.nv),
@@ -317,7 +333,7 @@ class Lowerer:
         return kinds_val(kinds, k, s=s)
 
     def datetime(self, kinds: Kinds, x: Val) -> Val:
-        parsed = parse_datetime(x.sv) if S in x.kinds else None
+        parsed = parse_datetime(s_as(x, S)) if S in x.kinds else None
         # epoch seconds, or milliseconds from 1e10 on (check.epoch_seconds)
         seconds = sql("if({} >= 1e10, {} / 1000, {})", x.nv, x.nv, x.nv) if N in x.kinds else None
         in_range = (
@@ -343,6 +359,32 @@ class Lowerer:
 
 ZERO_SQL = sql("toUInt8(0)")
 ONE_SQL = sql("toUInt8(1)")
+
+
+def _string_eq(a: Val, b: Val) -> Cond:
+    """`a` and `b` are equal strings (the side with a JSON text compares that, `string_equals`)."""
+    if a.json is None and b.json is not None:
+        a, b = b, a
+    return and_(is_kind(b, S), string_equals(a, s_as(b, S)))
+
+
+def _presence_only(root: TNode) -> frozenset[str]:
+    """Properties that `root` uses only as `defined(properties[name])`, never reading the value."""
+    defined: set[str] = set()
+    read: set[str] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        match node:
+            case Apply(Op.DEFINED, (Prop(name),)):
+                defined.add(name)
+            case Prop(name):
+                read.add(name)
+            case Apply(_, args):
+                stack.extend(args)
+            case ListOf(items):
+                stack.extend(items)
+    return frozenset(defined - read)
 
 
 def _truth(v: Val) -> Cond:

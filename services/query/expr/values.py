@@ -16,7 +16,12 @@ Conditions are `Cond = Sql | bool`; the Python booleans fold away branches that 
 static kinds already decide, which is what makes `properties["x"] == "a"` come out as
 one guarded string comparison.
 
-`property_value` is the only place that knows how properties are stored.
+A source may also offer cheaper forms, each valid only where its condition holds:
+`tests` (a `k = kind` test), `views` (`s` once the kind is known: `s_as`) and `json`
+(the value as JSON text, which `string_equals` compares with directly).
+
+`property_value` (with `property_defined`) is the only place that knows how properties
+are stored.
 """
 
 from __future__ import annotations
@@ -45,8 +50,11 @@ __all__ = [
     "num_text",
     "or_",
     "parse_datetime",
+    "property_defined",
     "property_value",
+    "s_as",
     "scalar_key",
+    "string_equals",
 ]
 
 Cond = Sql | bool
@@ -65,6 +73,8 @@ class Val:
     s: Sql | None = None
     packed: Sql | None = None  # the whole value as one Tuple expression (see lower.py)
     tests: tuple[tuple[Kind, Sql], ...] = ()  # cheaper `k = kind` tests, where the source has them
+    views: tuple[tuple[Kind, Sql], ...] = ()  # cheaper `s` for a kind already tested (`s_as`)
+    json: Sql | None = None  # the value as JSON text, where the source has it (`string_equals`)
 
     def __post_init__(self) -> None:
         assert self.kinds, "a value has at least one possible kind"
@@ -169,6 +179,14 @@ def multi_if(branches: Iterable[tuple[Cond, Sql]], default: Sql) -> Sql:
     return sql("multiIf({}, {})", args, default)
 
 
+def s_as(v: Val, kind: Kind) -> Sql:
+    """`s` where the caller has already tested that `v` has kind `kind` (the source's view if any)."""
+    for viewed, view in v.views:
+        if viewed is kind:
+            return view
+    return v.sv
+
+
 def is_kind(v: Val, kind: Kind) -> Cond:
     if kind not in v.kinds:
         return False
@@ -237,10 +255,10 @@ def json_text(v: Val) -> Sql:
         {
             Kind.BOOLEAN: lambda: sql("if({}, 'true', 'false')", v.bv),
             Kind.NUMBER: lambda: num_text(v.nv),
-            Kind.STRING: lambda: sql("toJSONString({})", v.sv),
+            Kind.STRING: lambda: sql("toJSONString({})", s_as(v, Kind.STRING)),
             Kind.DATETIME: lambda: sql("toJSONString({})", iso_text(v.nv)),
-            Kind.LIST: lambda: v.sv,
-            Kind.OBJECT: lambda: v.sv,
+            Kind.LIST: lambda: s_as(v, Kind.LIST),
+            Kind.OBJECT: lambda: s_as(v, Kind.OBJECT),
         },
         sql("'null'"),
     )
@@ -257,7 +275,7 @@ def scalar_key(v: Val) -> Sql:
             Kind.NULL: sql("'z'"),
             Kind.BOOLEAN: lambda: sql("if({}, 'btrue', 'bfalse')", v.bv),
             Kind.NUMBER: lambda: sql("concat('n', {})", num_text(v.nv)),
-            Kind.STRING: lambda: sql("concat('s', {})", v.sv),
+            Kind.STRING: lambda: sql("concat('s', {})", s_as(v, Kind.STRING)),
             Kind.DATETIME: lambda: sql("concat('s', {})", iso_text(v.nv)),
         },
         sql("'u'"),
@@ -283,12 +301,12 @@ def element_key(v: Val) -> Sql:
 def list_keys(list_json: Sql, var: Sql) -> Sql:
     """Array(String): the `scalar_key` of every element of a JSON array text."""
     return sql(
-        "arrayMap({} -> multiIf(ascii({}) = 34, concat('s', JSONExtractString({})), "
+        "arrayMap({} -> multiIf(ascii({}) = 34, concat('s', {}), "
         "{} = 'true', 'btrue', {} = 'false', 'bfalse', {} = 'null', 'z', "
         "ascii({}) IN (91, 123), concat('j', {}), concat('n', {})), JSONExtractArrayRaw({}))",
         var,
         var,
-        var,
+        json_string(var),
         var,
         var,
         var,
@@ -305,11 +323,11 @@ def list_strings(list_json: Sql, var: Sql, var2: Sql) -> Sql:
     Null, list and object elements have no string form and give no element.
     """
     return sql(
-        "arrayDistinct(arrayMap({} -> multiIf(ascii({}) = 34, JSONExtractString({}), ascii({}) IN (116, 102), {}, "
+        "arrayDistinct(arrayMap({} -> multiIf(ascii({}) = 34, {}, ascii({}) IN (116, 102), {}, "
         "{}), arrayFilter({} -> ascii({}) NOT IN (110, 91, 123), JSONExtractArrayRaw({}))))",
         var,
         var,
-        var,
+        json_string(var),
         var,
         var,
         num_text(sql("toFloat64OrZero({})", var)),
@@ -320,33 +338,84 @@ def list_strings(list_json: Sql, var: Sql, var2: Sql) -> Sql:
 
 
 # -- storage --------------------------------------------------------------------------------------
+def json_string(text: Sql) -> Sql:
+    """The string that a JSON string text (`"..."`, as `JSONExtractRaw` and
+    `JSONExtractArrayRaw` give it) stands for.
+
+    In JSON every escape starts with a backslash, so a text without one is the string
+    itself between its quotes: no second parse. ClickHouse re-serialises what it
+    extracts (escaping `"`, `\\`, control characters and U+2028/U+2029) and the rule
+    holds for its texts over every 1-3 byte sequence, every valid 4-byte one and every
+    `\\uXXXX` escape and surrogate pair (checked against `JSONExtractString`). `'\\x5C'`
+    is the backslash, written so that no `\\'` appears in the SQL text.
+    """
+    return sql(
+        "if(position({}, '\\x5C') = 0, substring({}, 2, length({}) - 2), JSONExtractString({}))",
+        text,
+        text,
+        text,
+        text,
+    )
+
+
+def string_equals(v: Val, other: Sql) -> Cond:
+    """`v` is a string equal to `other`, a String the caller reads only where its side is a string.
+
+    With a JSON text (`v.json`) that has no backslash, this is one comparison with the
+    quoted `other`: such a text is the string between quotes (`json_string`), and the
+    text of any other kind never starts with a quote. For a literal `other` the quoted
+    form is a constant. With a backslash, the text is decoded and compared.
+    """
+    if v.json is None:
+        return and_(is_kind(v, Kind.STRING), sql("({} = {})", s_as(v, Kind.STRING), other))
+    exact = sql("({} = concat('\"', {}, '\"'))", v.json, other)
+    decoded = cond(and_(is_kind(v, Kind.STRING), sql("(JSONExtractString({}) = {})", v.json, other)))
+    return sql("if(position({}, '\\x5C') = 0, {}, {})", v.json, exact, decoded)
+
+
 _PROPERTY_KINDS: Kinds = frozenset(
     {Kind.UNDEFINED, Kind.NULL, Kind.BOOLEAN, Kind.NUMBER, Kind.STRING, Kind.LIST, Kind.OBJECT}
 )
 
 
 def property_value(name: str, params: Params) -> Val:
-    """The one function that knows how event properties are stored.
+    """The one function that knows how event properties are stored (with `property_defined`).
 
     Today: `properties` is JSON text; one `JSONExtractRaw` per property reads the raw
     value ('' when missing), whose first byte is the JSON type. ClickHouse computes the
     identical `JSONExtractRaw(...)` sub-expression once per row however often it appears.
-    A move to hot columns or a Map/JSON column changes this function only.
+    A string is read from the raw text without a second parse where it can be
+    (`json_string`, `string_equals`). A move to hot columns or a Map/JSON column changes
+    this function only.
     """
     raw = sql("JSONExtractRaw({}, {})", column("properties"), params.add(name, "String"))
+    string = json_string(raw)
     return Val(
         _PROPERTY_KINDS,
         # '' undefined, '"' string, 't'/'f' boolean, 'n' null, '[' list, '{' object, else number
         k=sql("transform(ascii({}), [0, 34, 116, 102, 110, 91, 123], [0, 4, 2, 2, 1, 6, 7], 3)", raw),
         b=sql("toUInt8({} = 'true')", raw),
         n=sql("toFloat64OrZero({})", raw),
-        s=sql("if(ascii({}) = 34, JSONExtractString({}), {})", raw, raw, raw),
+        s=sql("if(ascii({}) = 34, {}, {})", raw, string, raw),
         tests=(
             (Kind.UNDEFINED, sql("({} = '')", raw)),
             (Kind.NULL, sql("({} = 'null')", raw)),
             (Kind.BOOLEAN, sql("(ascii({}) IN (116, 102))", raw)),
+            (Kind.NUMBER, sql("(ascii({}) NOT IN (0, 34, 116, 102, 110, 91, 123))", raw)),
             (Kind.STRING, sql("(ascii({}) = 34)", raw)),
             (Kind.LIST, sql("(ascii({}) = 91)", raw)),
             (Kind.OBJECT, sql("(ascii({}) = 123)", raw)),
         ),
+        views=((Kind.STRING, string), (Kind.LIST, raw), (Kind.OBJECT, raw)),
+        json=raw,
     )
+
+
+def property_defined(name: str, params: Params) -> Sql:
+    """UInt8: the event has property `name` — `defined(...)` without reading the value.
+
+    Equal to `property_value(name).k != undefined` (same parser, same key lookup; an
+    unparsable `properties` has no property for both) and cheaper, but it is a separate
+    parse of `properties`: use it only where the value is not read too.
+    """
+    return sql("JSONHas({}, {})", column("properties"), params.add(name, "String"))

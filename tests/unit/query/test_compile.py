@@ -114,8 +114,10 @@ def test_check_resolves_column_properties() -> None:
 
 # -- compile: SQL + params -----------------------------------------------------------------------
 RAW = "JSONExtractRaw(properties, {p0:String})"
-KIND_OF = f"transform(ascii({RAW}), [0, 34, 116, 102, 110, 91, 123], [0, 4, 2, 2, 1, 6, 7], 3)"
-STR_OF = f"if(ascii({RAW}) = 34, JSONExtractString({RAW}), {RAW})"
+RAW1 = "JSONExtractRaw(properties, {p1:String})"
+IS_NUMBER = f"(ascii({RAW}) NOT IN (0, 34, 116, 102, 110, 91, 123))"
+NO_BACKSLASH = f"position({RAW}, '\\x5C') = 0"  # '\x5C' is a backslash
+NO_BACKSLASH1 = f"position({RAW1}, '\\x5C') = 0"
 
 WHERE_SQL = [
     (
@@ -130,10 +132,19 @@ WHERE_SQL = [
     ("1 + 2", "toUInt8(0)", {"p0": 1.0, "p1": 2.0}),
     (
         'properties["$city"] == "Chicago"',
-        f"((ascii({RAW}) = 34) AND ({STR_OF} = {{p1:String}}))",
+        # no backslash: one comparison of the raw JSON text with the quoted literal
+        f"if({NO_BACKSLASH}, ({RAW} = concat('\"', {{p1:String}}, '\"')), "
+        f"((ascii({RAW}) = 34) AND (JSONExtractString({RAW}) = {{p1:String}})))",
         {"p0": "$city", "p1": "Chicago"},
     ),
-    ('defined(properties["$city"])', f"(NOT ({RAW} = ''))", {"p0": "$city"}),
+    ('defined(properties["$city"])', "JSONHas(properties, {p0:String})", {"p0": "$city"}),
+    (
+        # the value is read anyway, so `defined` tests the same raw text instead of a JSONHas
+        'defined(properties["$city"]) and properties["$city"] != "x"',
+        f"((NOT ({RAW} = '')) AND (NOT if({NO_BACKSLASH1}, ({RAW1} = concat('\"', {{p2:String}}, '\"')), "
+        f"((ascii({RAW1}) = 34) AND (JSONExtractString({RAW1}) = {{p2:String}})))))",
+        {"p0": "$city", "p1": "$city", "p2": "x"},
+    ),
     (
         'properties["distinct_id"] in ["a", "b"]',
         "has([concat('s', {p0:String}), concat('s', {p1:String})], concat('s', toString(distinct_id)))",
@@ -141,7 +152,7 @@ WHERE_SQL = [
     ),
     (
         'properties["n"] > 5',
-        f"if(({KIND_OF} = 3), (toFloat64OrZero({RAW}) > {{p1:Float64}}), toUInt8(0))",
+        f"if({IS_NUMBER}, (toFloat64OrZero({RAW}) > {{p1:Float64}}), toUInt8(0))",
         {"p0": "n", "p1": 5.0},
     ),
 ]
@@ -175,6 +186,16 @@ ON_SHAPES = [
 def test_compile_on_says_when_keys_are_an_array(text: str, is_array: bool) -> None:
     out, _ = on(text)
     assert out.is_array is is_array
+
+
+def test_on_reads_a_string_without_a_second_parse() -> None:
+    out, values = on('properties["plan"]')
+    string = f"if({NO_BACKSLASH}, substring({RAW}, 2, length({RAW}) - 2), JSONExtractString({RAW}))"
+    # strings first, as a one-element array (no Nullable detour); a list's elements, then the other kinds
+    text = render(out.sql)
+    assert out.is_array and text.startswith(f"multiIf((ascii({RAW}) = 34), [{string}], (ascii({RAW}) = 91), ")
+    assert text.endswith(", emptyArrayString())") and "Nullable" not in text
+    assert values == {"p0": "plan"}
 
 
 def test_compile_accepts_a_checked_tree() -> None:
