@@ -17,6 +17,7 @@ import structlog
 from aiokafka import AIOKafkaProducer
 
 from shared import metrics
+from shared.kafka.producers import start_durable_producer
 
 log = structlog.get_logger(__name__)
 
@@ -73,20 +74,10 @@ class KafkaDeadLetters:
     async def _ensure(self) -> AIOKafkaProducer:
         async with self._lock:
             if self._producer is None:
-                producer = AIOKafkaProducer(
-                    bootstrap_servers=self.bootstrap,
-                    client_id="footfall-worker-dlq",
-                    acks="all",
-                    enable_idempotence=True,
-                    compression_type="gzip",
+                producer = await start_durable_producer(
+                    self.bootstrap, client_id="footfall-worker-dlq", timeout=self.timeout,
                     max_request_size=2 * 1024 * 1024,
-                    request_timeout_ms=int(self.timeout * 1000),
                 )
-                try:
-                    await producer.start()
-                except BaseException:
-                    await producer.stop()
-                    raise
                 self._producer = producer
             return self._producer
 

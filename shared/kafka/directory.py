@@ -23,6 +23,7 @@ import structlog
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from shared import metrics
+from shared.kafka.producers import start_durable_producer
 from shared.metadata import Directory
 
 log = structlog.get_logger(__name__)
@@ -62,19 +63,10 @@ class DirectoryPublisher:
 
     async def _ensure_producer(self) -> AIOKafkaProducer:
         if self._producer is None:
-            producer = AIOKafkaProducer(
-                bootstrap_servers=self.bootstrap,
-                acks="all",
-                enable_idempotence=True,
-                compression_type="gzip",
+            producer = await start_durable_producer(
+                self.bootstrap, client_id="footfall-directory", timeout=self.timeout,
                 max_request_size=8 * 1024 * 1024,
-                request_timeout_ms=int(self.timeout * 1000),
             )
-            try:
-                await producer.start()
-            except BaseException:
-                await producer.stop()
-                raise
             self._producer = producer
         return self._producer
 

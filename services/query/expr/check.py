@@ -17,7 +17,26 @@ from typing import Literal
 
 from services.query.expr import ast
 from services.query.expr.errors import ExprTypeError
-from services.query.expr.typed import Apply, Column, Const, Kind, Kinds, ListOf, Op, Prop, TNode
+from services.query.expr.typed import (
+    SCALARS,
+    Apply,
+    B,
+    Column,
+    Const,
+    D,
+    Kind,
+    Kinds,
+    L,
+    ListOf,
+    N,
+    O,
+    Op,
+    Prop,
+    S,
+    TNode,
+    U,
+    Z,
+)
 
 __all__ = ["DATETIME_MAX", "DATETIME_MIN", "FUNCTIONS", "MILLIS_FROM", "epoch_seconds", "ISO_DATETIME", "check_expr", "infer_kinds", "parse_iso"]
 
@@ -66,17 +85,6 @@ DATETIME_MIN = -2208988800.0  # 1900-01-01
 DATETIME_MAX = 10413792000.0  # 2300-01-01
 MILLIS_FROM = 1e10  # datetime(n): n >= 1e10 is milliseconds (decisions.md, `time` unit)
 
-U, Z, B, N, S, D, L, O = (
-    Kind.UNDEFINED,
-    Kind.NULL,
-    Kind.BOOLEAN,
-    Kind.NUMBER,
-    Kind.STRING,
-    Kind.DATETIME,
-    Kind.LIST,
-    Kind.OBJECT,
-)
-SCALARS: Kinds = frozenset({Z, B, N, S, D})
 
 
 def check_expr(tree: ast.Node, *, context: Context = "events") -> TNode:

@@ -21,7 +21,26 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from services.query.expr.check import DATETIME_MAX, DATETIME_MIN, MILLIS_FROM
-from services.query.expr.typed import Apply, Column, Const, Kind, Kinds, ListOf, Op, Prop, TNode
+from services.query.expr.typed import (
+    SCALARS,
+    Apply,
+    B,
+    Column,
+    Const,
+    D,
+    Kind,
+    Kinds,
+    L,
+    ListOf,
+    N,
+    O,
+    Op,
+    Prop,
+    S,
+    TNode,
+    U,
+    Z,
+)
 from services.query.expr.values import (
     Cond,
     Val,
@@ -53,17 +72,6 @@ __all__ = ["PACK_AT", "Lowerer"]
 
 PACK_AT = 3000
 
-U, Z, B, N, S, D, L, O = (
-    Kind.UNDEFINED,
-    Kind.NULL,
-    Kind.BOOLEAN,
-    Kind.NUMBER,
-    Kind.STRING,
-    Kind.DATETIME,
-    Kind.LIST,
-    Kind.OBJECT,
-)
-SCALARS: Kinds = frozenset({Z, B, N, S, D})
 
 _CMP = {
     Op.GT: lambda a, b: sql("({} > {})", a, b),

@@ -42,6 +42,19 @@ class Kind(enum.IntEnum):
 
 
 Kinds = frozenset[Kind]
+
+# One-letter names for kind sets, used by the checker and the lowering.
+U, Z, B, N, S, D, L, O = (
+    Kind.UNDEFINED,
+    Kind.NULL,
+    Kind.BOOLEAN,
+    Kind.NUMBER,
+    Kind.STRING,
+    Kind.DATETIME,
+    Kind.LIST,
+    Kind.OBJECT,
+)
+SCALARS: Kinds = frozenset({Z, B, N, S, D})
 ALL_JSON: Kinds = frozenset(
     {Kind.UNDEFINED, Kind.NULL, Kind.BOOLEAN, Kind.NUMBER, Kind.STRING, Kind.LIST, Kind.OBJECT}
 )
