@@ -268,9 +268,23 @@ stop_broker() { # pid
     rm -f "$PIDFILE"
 }
 
+# A port inside the kernel's ephemeral range can be taken by a client's outgoing
+# connection while the broker is down (fault tests restart it), and the restart then
+# fails to bind. The defaults sit below the usual range (32768-60999).
+warn_ephemeral() {
+    local lo hi p
+    read -r lo hi < /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || return 0
+    for p in "$PORT" "$CPORT"; do
+        if ((p >= lo && p <= hi)); then
+            say "warning: port $p is in the ephemeral range $lo-$hi; a restart may fail to bind it"
+        fi
+    done
+}
+
 cmd_start() {
     take_lock
     local pid t0=$SECONDS
+    warn_ephemeral
     if pid="$(running_pid)"; then
         if metadata_ok; then
             say "already running (pid $pid) on $HOST:$PORT"
