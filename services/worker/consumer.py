@@ -201,6 +201,9 @@ class WorkerConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
             log.warning("commit_failed", consumer=self.name, error=str(exc)[:500])
             return
         self._committed.update(mine)
+        # Lag is reported at most once a second while polling; after a commit it changed,
+        # so report it now and /metrics never shows a lag older than the last commit.
+        self._report_lag(self._consumer, force=True)
 
     def _report_lag(self, consumer: AIOKafkaConsumer, force: bool = False) -> None:
         now = time.monotonic()

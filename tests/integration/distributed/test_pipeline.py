@@ -66,6 +66,12 @@ def test_gateway_process_to_chdb_through_kafka_read_back_by_export(cluster: Clus
     assert metric_value(wm, "footfall_worker_messages_total", 'outcome="inserted"') == 3000
     assert metric_value(wm, "footfall_warehouse_insert_seconds_count") >= 1
     assert metric_value(wm, "footfall_worker_batch_messages_count") >= 1
+    # The lag gauge is set right after each commit; the commit can become visible to
+    # `caught_up` a moment before the worker's own bookkeeping runs.
+    deadline = time.monotonic() + 5
+    while "footfall_consumer_lag{" not in wm and time.monotonic() < deadline:
+        time.sleep(0.1)
+        wm = worker.metrics()
     assert "footfall_consumer_lag{" in wm
     assert metric_value(wm, "footfall_dedup_redis_unavailable") == 0
 
