@@ -19,7 +19,9 @@ tests/conformance/expr_semantics.json pin each of them):
   string of the same instant (§3.4 "ISO strings are dates").
 * Ordering also works string/string (byte order, case-sensitive) and datetime/datetime.
 * `in`: only a scalar (null, boolean, number, string, datetime) can be in a list, by
-  `==` rules (1 is not in ["1"]); a datetime is found among ISO strings of its instant.
+  `==` rules (1 is not in ["1"]); a datetime is found among ISO strings of its instant,
+  in any accepted form ("2024-01-01", "...Z", an offset); a datetime element of a list
+  literal is stored as its `string()` text (whole seconds).
 * Arithmetic results that are not finite (overflow, x/0, x%0) are undefined.
 * `number("s")`: only `[+-]digits[.digits][e[+-]digits]` (also ".5", "5."), no
   whitespace/hex/inf; `number(true)` = 1; `number(datetime)` = epoch seconds.
@@ -28,9 +30,10 @@ tests/conformance/expr_semantics.json pin each of them):
 * `boolean("false")`, `boolean("")`, `boolean(0)`, null, undefined → false; anything
   else (also "False", [] and {}) → true.
 * `datetime(n)`: epoch seconds, or milliseconds when n >= 1e10; strings in ISO form
-  (date, optional `T`/space time, optional fraction and `Z`/±HH[:]MM offset; naive =
-  UTC) between 1900 and 2299; anything else undefined. A literal that is not a valid
-  date (`datetime("yesterday")`) is a 400.
+  (date, optional `T`/space time, optional fraction and `Z`/±HH[:]MM offset up to
+  23:59; naive = UTC) whose instant lies in [1900-01-01, 2300-01-01) UTC, at run time
+  as in a literal; anything else undefined. A literal that is not a valid date
+  (`datetime("yesterday")`) is a 400.
 * `round` rounds halves up (JavaScript `Math.round`: -2.5 → -2).
 * `and`/`or` operands that can never be boolean or undefined are a 400; at run time a
   non-boolean value (a property holding "true") counts as false.

@@ -75,9 +75,10 @@ _COLUMNS: dict[str, dict[str, tuple[str, Kind]]] = {
     },
 }
 
-# ISO dates accepted by datetime("...") and where a string meets a datetime. Naive means UTC.
+# ISO dates accepted by datetime("...") and where a string meets a datetime. Naive means UTC;
+# offsets up to 23:59; the instant (after the offset) must lie in [DATETIME_MIN, DATETIME_MAX).
 ISO_DATETIME = re.compile(
-    r"((?:19|2[0-2])\d\d)-(\d\d)-(\d\d)(?:[T ](\d\d):(\d\d)(?::(\d\d)(?:\.(\d+))?)?)?(Z|[+-]\d\d:?\d\d)?",
+    r"((?:1[89]|2[0-3])\d\d)-(\d\d)-(\d\d)(?:[T ](\d\d):(\d\d)(?::(\d\d)(?:\.(\d+))?)?)?(Z|[+-](?:[01]\d|2[0-3]):?[0-5]\d)?",
     re.ASCII,
 )
 # The range that DateTime64(3) holds; outside it datetime() is undefined.

@@ -52,6 +52,7 @@ from services.query.expr.values import (
     is_any,
     is_kind,
     iso_text,
+    json_string,
     json_text,
     kinds_val,
     list_keys,
@@ -152,9 +153,12 @@ class Lowerer:
         if op is Op.IN and isinstance(args[1], ListOf) and args[1].items:
             # `x in [a, b]`: compare keys directly instead of building and re-reading JSON text
             # (element_key gives exactly the keys list_keys would read back from json_text).
+            # A datetime is matched by instant against each element as stored (`_stored_at`).
             x = self.share(self.lower(args[0]), binds)
-            keys = [element_key(self.share(self.lower(i), binds)) for i in args[1].items]
-            has = sql("has([{}], {})", join(", ", keys), scalar_key(x))
+            items = [self.share(self.lower(i), binds) for i in args[1].items]
+            has = sql("has([{}], {})", join(", ", [element_key(i) for i in items]), scalar_key(x))
+            if D in x.kinds:
+                has = if_(is_kind(x, D), cond(or_(*[_stored_at(i, x.nv) for i in items])), has)
             k = if_(is_any(x, SCALARS), _k(B), _k(U))
             return self.close(kinds_val(kinds, k, b=has), binds)
         vals = [self.share(self.lower(a), binds) for a in args]
@@ -291,9 +295,23 @@ class Lowerer:
         cases: list[tuple[Cond, Sql]] = []
         if S in a.kinds and S in b.kinds:
             cases.append((and_(is_kind(a, S), is_kind(b, S)), sql("(position({}, {}) > 0)", s_as(b, S), s_as(a, S))))
-        if a.kinds & SCALARS and L in b.kinds:
+        keyed = SCALARS - {D}
+        if a.kinds & keyed and L in b.kinds:
             has = sql("has({}, {})", list_keys(s_as(b, L), self.fresh()), scalar_key(a))
-            cases.append((and_(is_any(a, SCALARS), is_kind(b, L)), has))
+            cases.append((and_(is_any(a, keyed), is_kind(b, L)), has))
+        if D in a.kinds and L in b.kinds:
+            # a datetime is in a list holding an ISO string of its instant, in any accepted form
+            e = self.fresh()
+            instant = parse_datetime(json_string(e))
+            found = sql(
+                "arrayExists({} -> (ascii({}) = 34 AND ifNull({} = {}, 0)), JSONExtractArrayRaw({}))",
+                e,
+                e,
+                instant,
+                a.nv,
+                s_as(b, L),
+            )
+            cases.append((and_(is_kind(a, D), is_kind(b, L)), found))
         if not cases:
             return Val(kinds)
         k = multi_if([(c, _k(B)) for c, _ in cases], _k(U))
@@ -374,6 +392,21 @@ def _string_eq(a: Val, b: Val) -> Cond:
     if a.json is None and b.json is not None:
         a, b = b, a
     return and_(is_kind(b, S), string_equals(a, s_as(b, S)))
+
+
+def _stored_at(item: Val, n: Sql) -> Cond:
+    """A list literal element, as the list stores it, is an ISO string of the instant `n`.
+
+    A string element is parsed; a datetime element is stored as its `string()` text,
+    whole seconds, so it matches the instant of that text: floor(seconds).
+    """
+    text = (
+        and_(is_kind(item, S), _null_false(sql("({} = {})", parse_datetime(s_as(item, S)), n)))
+        if S in item.kinds
+        else False
+    )
+    stamp = and_(is_kind(item, D), sql("(floor({}) = {})", item.nv, n)) if D in item.kinds else False
+    return or_(text, stamp)
 
 
 def _presence_only(root: TNode) -> frozenset[str]:

@@ -237,14 +237,22 @@ def iso_text(n: Sql) -> Sql:
 
 
 def parse_datetime(s: Sql) -> Sql:
-    """Nullable epoch seconds of an ISO date string (the same forms as check.parse_iso)."""
+    """Nullable epoch seconds of an ISO date string (the same forms as check.parse_iso).
+
+    The offset is at most 23:59, and the instant, after the offset, must lie in
+    [1900-01-01, 2300-01-01) UTC (check.DATETIME_MIN/MAX); a local year 1899 or 2300 can
+    get there. The parsed value appears twice; ClickHouse computes it once.
+    """
+    seconds = sql("(toUnixTimestamp64Milli(parseDateTime64BestEffortOrNull({}, 3, 'UTC')) / 1000)", s)
     return sql(
         "if(match({}, "
-        "'^(19|2[0-2])[0-9][0-9]-[0-9][0-9]-[0-9][0-9]"
-        "([T ][0-9][0-9]:[0-9][0-9](:[0-9][0-9]([.][0-9]+)?)?)?(Z|[+-][0-9][0-9]:?[0-9][0-9])?\\\\z'), "
-        "toUnixTimestamp64Milli(parseDateTime64BestEffortOrNull({}, 3, 'UTC')) / 1000, NULL)",
+        "'^(1[89]|2[0-3])[0-9][0-9]-[0-9][0-9]-[0-9][0-9]"
+        "([T ][0-9][0-9]:[0-9][0-9](:[0-9][0-9]([.][0-9]+)?)?)?(Z|[+-]([01][0-9]|2[0-3]):?[0-5][0-9])?\\\\z'), "
+        "if({} >= -2208988800. AND {} < 10413792000., {}, NULL), NULL)",
         s,
-        s,
+        seconds,
+        seconds,
+        seconds,
     )
 
 

@@ -66,6 +66,10 @@ CHECK_ERRORS = [
     ('true or "x"', 8, "the operands of 'or' must be boolean"),
     ('datetime("yesterday")', 9, r"datetime\(\) needs an ISO date"),
     ('datetime("2024-02-30")', 9, r"datetime\(\) needs an ISO date"),
+    ('datetime("2024-01-01T00:00:00+05:60")', 9, r"datetime\(\) needs an ISO date"),
+    ('datetime("2024-01-01T00:00:00+24:00")', 9, r"datetime\(\) needs an ISO date"),
+    ('datetime("1900-01-01T00:00:00+01:00")', 9, r"datetime\(\) needs an ISO date"),
+    ('datetime("2299-12-31T23:00:00-02:00")', 9, r"datetime\(\) needs an ISO date"),
     ("datetime(99999999999999999)", 9, r"datetime\(\) of a number needs an epoch time"),
     ("1e999", 0, "number '1e999' is out of range"),
 ]
@@ -104,6 +108,21 @@ KINDS = [
 @pytest.mark.parametrize(("text", "kinds"), KINDS, ids=[t for t, _ in KINDS])
 def test_check_infers_runtime_kinds(text: str, kinds: set[str]) -> None:
     assert {k.name.lower() for k in check_expr(parse_expr(text)).kinds} == kinds
+
+
+ISO_LITERALS = [
+    ("1899-12-31T23:00:00-02:00", -2208985200.0),  # a local 1899 inside the range
+    ("2300-01-01T00:30:00+01:00", 10413790200.0),  # a local 2300 inside the range
+    ("1900-01-01T01:00:00+0100", -2208988800.0),
+    ("2024-01-01T00:00:00-23:59", 1704153540.0),
+]
+
+
+@pytest.mark.parametrize(("text", "seconds"), ISO_LITERALS, ids=[t for t, _ in ISO_LITERALS])
+def test_check_folds_iso_literals_by_instant(text: str, seconds: float) -> None:
+    folded = check_expr(parse_expr(f'datetime("{text}")'))
+    assert isinstance(folded, Const)
+    assert (folded.kind, folded.value) == (Kind.DATETIME, seconds)
 
 
 def test_check_resolves_column_properties() -> None:
