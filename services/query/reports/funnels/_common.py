@@ -11,7 +11,7 @@ from services.query.reports._common import Query, event_filter, on_keys, segment
 from services.query.reports.funnels.request import FunnelsRequest
 from services.query.sql import Params, Sql, number, sql
 
-__all__ = ["COLUMNS", "GRACE_MS", "Query", "Scope", "aggregate", "alias", "scope", "step_condition"]
+__all__ = ["COLUMNS", "GRACE_MS", "Query", "Scope", "aggregate", "alias", "events_scan", "scope", "step_condition"]
 
 GRACE_MS = 2000
 
@@ -34,7 +34,7 @@ class Scope:
     scan_hi: Sql
     names: Sql  # UInt8: the row is an event of some step (`event IN …`, so the primary key prunes)
     where: Sql  # UInt8
-    final: Sql  # "FINAL" when properties are read by where/selectors, else empty
+    final: bool  # read with FINAL: properties are read by where/selectors
     on_keys: Sql | None  # Array(Nullable(String)) of a row, without NULLs and repeats
 
 
@@ -59,9 +59,22 @@ def scope(req: FunnelsRequest, p: Params) -> Scope:
         scan_hi=p.add(_datetime(end_ms + req.window_ms), "DateTime64(3, 'UTC')"),
         names=event_filter(names, p),
         where=compile_where(req.where, p) if req.where is not None else sql("1"),
-        final=sql("FINAL") if reads_properties else sql(""),
+        final=reads_properties,
         on_keys=keys,
     )
+
+
+def events_scan(final: bool, keys: Sql, where: Sql) -> Sql:
+    """The events table restricted to `keys` (conditions on sorting-key columns only:
+    project, time, event, distinct_id) and `where` (anything else: properties, selectors).
+
+    With FINAL the keys go into an explicit PREWHERE, as in `final_events`: every copy of a
+    duplicate shares them, so filtering before the FINAL merge is exact, and ClickHouse then
+    reads `properties` for matching rows only (it does not move conditions to PREWHERE
+    under FINAL by itself). `where` stays after the merge, so it sees the latest copy."""
+    if final:
+        return sql("events FINAL PREWHERE {} WHERE {}", keys, where)
+    return sql("events WHERE {} AND {}", keys, where)
 
 
 def _datetime(ms: int) -> datetime:

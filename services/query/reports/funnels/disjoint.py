@@ -23,7 +23,7 @@ Per user (one GROUP BY over the step events of the scanned range):
 from __future__ import annotations
 
 from services.query.reports._common import bucket_date_of_ms, event_filter
-from services.query.reports.funnels._common import GRACE_MS, Query, aggregate, alias, scope, step_condition
+from services.query.reports.funnels._common import GRACE_MS, Query, aggregate, alias, events_scan, scope, step_condition
 from services.query.reports.funnels.request import FunnelsRequest
 from services.query.sql import Params, Sql, join, number, sql
 
@@ -45,17 +45,21 @@ def _per_user(req: FunnelsRequest, p: Params) -> Sql:
         *(sql("arraySort(groupArrayIf(ms, {})) AS {}", alias("c", k), alias("s", k)) for k in range(1, n)),
     ]
     return sql(
-        "SELECT distinct_id, {} FROM (SELECT distinct_id, toUnixTimestamp64Milli(time) AS ms, {} FROM events {} "
-        "WHERE project_id = {} AND time >= {} AND time <= {} AND {} AND distinct_id != '' AND {}) "
+        "SELECT distinct_id, {} FROM (SELECT distinct_id, toUnixTimestamp64Milli(time) AS ms, {} FROM {}) "
         "GROUP BY distinct_id HAVING notEmpty(e0)",
         join(", ", arrays),
         join(", ", conditions),
-        sc.final,
-        sc.project_id,
-        sc.scan_lo,
-        sc.scan_hi,
-        sc.names,
-        sc.where,
+        events_scan(
+            sc.final,
+            sql(
+                "project_id = {} AND time >= {} AND time <= {} AND {} AND distinct_id != ''",
+                sc.project_id,
+                sc.scan_lo,
+                sc.scan_hi,
+                sc.names,
+            ),
+            sc.where,
+        ),
     )
 
 
@@ -71,16 +75,19 @@ def _per_user_segmented(req: FunnelsRequest, p: Params) -> Sql:
     later = [sql("arraySort(groupArrayIf(ms, step = {})) AS {}", number(k), alias("s", k)) for k in range(1, n)]
     step0 = sql(
         "SELECT distinct_id, event AS name, insert_id AS iid, toUnixTimestamp64Milli(time) AS ms, "
-        "toUnixTimestamp64Milli(ingested_at) AS ing, toUInt8(0) AS step, {} AS keys FROM events {} "
-        "WHERE project_id = {} AND time >= {} AND time < {} AND {} AND distinct_id != '' AND {} AND {}",
+        "toUnixTimestamp64Milli(ingested_at) AS ing, toUInt8(0) AS step, {} AS keys FROM {}",
         sc.on_keys,
-        sc.final,
-        sc.project_id,
-        sc.start,
-        sc.end,
-        event_filter(list(req.funnel.steps[0].names), p),
-        step_condition(req, 0, p),
-        sc.where,
+        events_scan(
+            sc.final,
+            sql(
+                "project_id = {} AND time >= {} AND time < {} AND {} AND distinct_id != ''",
+                sc.project_id,
+                sc.start,
+                sc.end,
+                event_filter(list(req.funnel.steps[0].names), p),
+            ),
+            sql("{} AND {}", step_condition(req, 0, p), sc.where),
+        ),
     )
     if n == 1:
         rows = step0
@@ -91,15 +98,19 @@ def _per_user_segmented(req: FunnelsRequest, p: Params) -> Sql:
         )
         rest = sql(
             "SELECT distinct_id, '' AS name, '' AS iid, toUnixTimestamp64Milli(time) AS ms, "
-            "toInt64(0) AS ing, {} AS step, CAST([], 'Array(Nullable(String))') AS keys FROM events {} "
-            "WHERE project_id = {} AND time >= {} AND time <= {} AND {} AND distinct_id != '' AND {}",
+            "toInt64(0) AS ing, {} AS step, CAST([], 'Array(Nullable(String))') AS keys FROM {}",
             step_of,
-            sc.final,
-            sc.project_id,
-            sc.scan_lo,
-            sc.scan_hi,
-            event_filter(later_names, p),
-            sc.where,
+            events_scan(
+                sc.final,
+                sql(
+                    "project_id = {} AND time >= {} AND time <= {} AND {} AND distinct_id != ''",
+                    sc.project_id,
+                    sc.scan_lo,
+                    sc.scan_hi,
+                    event_filter(later_names, p),
+                ),
+                sc.where,
+            ),
         )
         rows = sql("{} UNION ALL {}", step0, rest)
     return sql(

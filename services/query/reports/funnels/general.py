@@ -13,7 +13,7 @@ whose steps share no event.
 from __future__ import annotations
 
 from services.query.reports._common import bucket_date_of_ms
-from services.query.reports.funnels._common import GRACE_MS, Query, aggregate, scope, step_condition
+from services.query.reports.funnels._common import GRACE_MS, Query, aggregate, events_scan, scope, step_condition
 from services.query.reports.funnels.request import FunnelsRequest
 from services.query.sql import Params, Sql, join, number, sql
 
@@ -61,17 +61,22 @@ def build_general(req: FunnelsRequest) -> Query:
         )
     events = sql(
         "SELECT distinct_id, arraySort(groupArray((toUnixTimestamp64Milli(time), event, insert_id, mask{}))) AS ev "
-        "FROM (SELECT time, event, insert_id, distinct_id, {} AS mask{} FROM events FINAL "
-        "WHERE project_id = {} AND time >= {} AND time <= {} AND {} AND distinct_id != '' AND {}) "
+        "FROM (SELECT time, event, insert_id, distinct_id, {} AS mask{} FROM {}) "
         "WHERE mask != 0 GROUP BY distinct_id",
         seg_item,
         mask,
         seg_row,
-        sc.project_id,
-        sc.scan_lo,
-        sc.scan_hi,
-        sc.names,
-        sc.where,
+        events_scan(
+            True,
+            sql(
+                "project_id = {} AND time >= {} AND time <= {} AND {} AND distinct_id != ''",
+                sc.project_id,
+                sc.scan_lo,
+                sc.scan_hi,
+                sc.names,
+            ),
+            sc.where,
+        ),
     )
     per_user = sql(
         "SELECT arrayMap(x -> x.1, ev) AS ts, arrayMap(x -> x.4, ev) AS m{}, "
