@@ -96,7 +96,21 @@ def cmd_directory(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def cmd_projects(args: argparse.Namespace, settings: Settings) -> int:
+    from services.app.projects import cmd_projects as run
+
+    return run(args, settings)
+
+
+def cmd_service_accounts(args: argparse.Namespace, settings: Settings) -> int:
+    from services.app.projects import cmd_service_accounts as run
+
+    return run(args, settings)
+
+
 COMMANDS: dict[str, Command] = {
+    "projects": cmd_projects,
+    "service-accounts": cmd_service_accounts,
     "serve": cmd_serve,
     "funnels": cmd_funnels,
     "bookmarks": cmd_bookmarks,
@@ -140,8 +154,10 @@ def build_parser() -> argparse.ArgumentParser:
     publish.add_argument("--data", type=Path, default=None, help="data folder of a chDB store (default ./footfall-data)")
 
     from services.app.commands import add_saved_commands
+    from services.app.projects import add_project_commands
 
     add_saved_commands(sub)
+    add_project_commands(sub)
     return parser
 
 
@@ -149,7 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     overrides: dict[str, object] = {}
     if getattr(args, "data", None) is not None:
-        overrides["data_dir"] = args.data
+        overrides["data_dir"] = Path(args.data)
     try:
         settings = Settings.from_env(os.environ, **overrides)
     except ConfigError as exc:
