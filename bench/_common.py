@@ -82,7 +82,7 @@ def serve(data_dir: Path, extra_env: dict[str, str] | None = None) -> Iterator[s
     port = free_port()
     env = {**os.environ, **BOOTSTRAP_ENV, "FOOTFALL_LOG_LEVEL": "warning", **(extra_env or {})}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "services.cli", "serve", "--port", str(port), "--data", str(data_dir)],
+        [sys.executable, "-m", "footfall.services.cli", "serve", "--port", str(port), "--data", str(data_dir)],
         cwd=REPO,
         env=env,
         stdout=subprocess.DEVNULL,

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench._common import BOOTSTRAP_ENV, REPO, free_port, wait_healthy
-from shared.credentials import lookup_key
-from shared.kafka import Topics, ensure_topics
-from shared.kafka.directory import DirectoryPublisher
-from shared.metadata import Directory, Project
+from footfall.shared.credentials import lookup_key
+from footfall.shared.kafka import Topics, ensure_topics
+from footfall.shared.kafka.directory import DirectoryPublisher
+from footfall.shared.metadata import Directory, Project
 
 LOCAL = REPO / "deploy" / "local"
 ENV_VARS = {"kafka": "FOOTFALL_KAFKA_BOOTSTRAP", "redis": "FOOTFALL_REDIS_URL"}
@@ -113,7 +113,7 @@ def footfall(args: list[str], env: dict[str, str], log: Path, timeout: float = 9
     full_env.update({"FOOTFALL_LOG_LEVEL": "warning", **env})
     with open(log, "ab") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "services.cli", *args, "--port", str(port)],
+            [sys.executable, "-m", "footfall.services.cli", *args, "--port", str(port)],
             cwd=REPO,
             env=full_env,
             stdout=out,

@@ -127,7 +127,7 @@ async def run(gateway: str, worker: str, rate: float, seconds: float, bodies: li
 
 def publish_directory(env: dict[str, str]) -> None:
     full = {k: v for k, v in os.environ.items() if not k.startswith("FOOTFALL_")} | BOOTSTRAP_ENV | env
-    done = subprocess.run([sys.executable, "-m", "services.cli", "directory", "publish"], cwd=REPO, env=full,
+    done = subprocess.run([sys.executable, "-m", "footfall.services.cli", "directory", "publish"], cwd=REPO, env=full,
                           capture_output=True)
     if done.returncode != 0:
         raise SystemExit(done.stderr.decode(errors="replace"))

@@ -27,9 +27,9 @@ TARGET = 30_000
 
 async def sink_only(bootstrap: str, prefix: str, seconds: float, concurrency: int) -> dict[str, object]:
     """`KafkaSink.publish` of validated 2000-event batches, no HTTP."""
-    from services.gateway.kafka_sink import KafkaSink
-    from shared.config import ImportLimits, Settings
-    from shared.events import validate_batch
+    from footfall.services.gateway.kafka_sink import KafkaSink
+    from footfall.shared.config import ImportLimits, Settings
+    from footfall.shared.events import validate_batch
 
     settings = Settings.from_env({}, kafka_bootstrap=bootstrap, kafka_topic_prefix=prefix)
     sink = KafkaSink(settings)

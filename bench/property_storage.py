@@ -31,8 +31,8 @@ from typing import Any
 
 from bench._common import write_result
 from bench.query_segmentation import DEFAULT_DIR, END, START, ensure_dataset
-from services.query.expr import check_expr, compile_number, compile_on, compile_where, parse_expr
-from services.query.sql import Params, render
+from footfall.shared.expr import check_expr, compile_number, compile_on, compile_where, parse_expr
+from footfall.shared.sql import Params, render
 
 STORAGE_DIR = Path(os.environ.get("FOOTFALL_BENCH_STORAGE_DIR", "/tmp/footfall-bench-10m-storage"))
 KEY = "PARTITION BY toYYYYMM(time) ORDER BY (project_id, toDate(time), event, distinct_id, time, dedup_hash)"
@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=15)
     args = parser.parse_args(argv)
-    from shared.warehouse import open_warehouse
+    from footfall.shared.warehouse import open_warehouse
 
     ensure_dataset(DEFAULT_DIR)
     if not (STORAGE_DIR / "chdb").exists():

@@ -229,7 +229,7 @@ def cases(funnel_ids: dict[str, int]) -> list[Case]:
 
 
 def _saved_funnels(warehouse: Any) -> dict[str, int]:
-    from shared.saved import WarehouseSavedStore, parse_funnel
+    from footfall.shared.saved import WarehouseSavedStore, parse_funnel
 
     store = WarehouseSavedStore(warehouse)
     found = {f.name: f.funnel_id for f in store.list_funnels(1)}
@@ -254,8 +254,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--only", default="", help="run the cases whose name contains this text")
     args = parser.parse_args(argv)
 
-    from services.standalone.main import build_embedded
-    from shared.config import Settings
+    from footfall.services.standalone.main import build_embedded
+    from footfall.shared.config import Settings
 
     ensure_dataset(args.data)
     settings = Settings.from_env({**os.environ, **BOOTSTRAP_ENV, "FOOTFALL_LOG_LEVEL": "warning"},

@@ -30,8 +30,8 @@ from typing import Any
 import httpx
 
 from bench._common import BOOTSTRAP_ENV, free_port, write_result
-from services.query.params import Params
-from services.query.reports import events, properties, segmentation
+from footfall.services.query.params import Params
+from footfall.services.query.reports import events, properties, segmentation
 
 DEFAULT_DIR = Path(os.environ.get("FOOTFALL_BENCH_DIR", "/tmp/footfall-bench-10m"))
 GENERATOR_VERSION = "1"
@@ -80,10 +80,11 @@ FROM numbers({n:UInt64})
 
 def ensure_dataset(path: Path, n: int = EVENTS) -> Path:
     """Generate the dataset into `path` unless a complete one of this version is there."""
-    from services.app.bootstrap import bootstrap_if_empty
-    from shared.config import Settings
-    from shared.metadata import MetadataRepository
-    from shared.warehouse import apply_migrations, open_warehouse
+    from footfall.services.app.bootstrap import bootstrap_if_empty
+    from footfall.shared.config import Settings
+    from footfall.shared.metadata import MetadataRepository
+    from footfall.shared.schema import apply_migrations
+    from footfall.shared.warehouse import open_warehouse
 
     marker = path / f"READY-{GENERATOR_VERSION}-{n}"
     if marker.exists():
@@ -253,8 +254,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--data", type=Path, default=DEFAULT_DIR)
     args = parser.parse_args(argv)
 
-    from services.standalone.main import build_embedded
-    from shared.config import Settings
+    from footfall.services.standalone.main import build_embedded
+    from footfall.shared.config import Settings
 
     ensure_dataset(args.data)
     settings = Settings.from_env({**os.environ, **BOOTSTRAP_ENV, "FOOTFALL_LOG_LEVEL": "warning"},

@@ -17,8 +17,8 @@ import uuid
 
 import orjson
 
-from shared.config import ImportLimits
-from shared.events.validate import validate_batch
+from footfall.shared.config import ImportLimits
+from footfall.shared.events.validate import validate_batch
 
 NOW_MS = 1_767_225_600_000
 

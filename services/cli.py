@@ -8,8 +8,8 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from shared.config import ConfigError, Settings
-from shared.logging import configure_logging
+from footfall.shared.config import ConfigError, Settings
+from footfall.shared.logging import configure_logging
 
 Command = Callable[[argparse.Namespace, Settings], int]
 
@@ -31,7 +31,7 @@ def _uvicorn(app: object, host: str, port: int, settings: Settings, workers: int
 
 
 def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
-    from services.standalone.main import build_embedded
+    from footfall.services.standalone.main import build_embedded
 
     embedded = build_embedded(settings)
     print(f"Footfall listening on http://{args.host}:{args.port} (data in {settings.data_dir})", file=sys.stderr)
@@ -39,13 +39,13 @@ def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_funnels(args: argparse.Namespace, settings: Settings) -> int:
-    from services.app.commands import cmd_funnels as run
+    from footfall.services.app.commands import cmd_funnels as run
 
     return run(args, settings)
 
 
 def cmd_bookmarks(args: argparse.Namespace, settings: Settings) -> int:
-    from services.app.commands import cmd_bookmarks as run
+    from footfall.services.app.commands import cmd_bookmarks as run
 
     return run(args, settings)
 
@@ -54,14 +54,14 @@ def cmd_gateway(args: argparse.Namespace, settings: Settings) -> int:
     print(f"Footfall gateway on http://{args.host}:{args.port} -> Kafka {settings.kafka_bootstrap}", file=sys.stderr)
     if args.workers > 1:
         # One app (producer, directory follower) per uvicorn worker process.
-        return _uvicorn("services.gateway.main:create_app", args.host, args.port, settings, args.workers, factory=True)
-    from services.gateway.main import build_gateway
+        return _uvicorn("footfall.services.gateway.main:create_app", args.host, args.port, settings, args.workers, factory=True)
+    from footfall.services.gateway.main import build_gateway
 
     return _uvicorn(build_gateway(settings), args.host, args.port, settings)
 
 
 def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
-    from services.worker.main import build_worker
+    from footfall.services.worker.main import build_worker
 
     consumers = args.consumers or settings.worker_consumers
     worker = build_worker(settings, consumers=consumers)
@@ -74,7 +74,7 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_query(args: argparse.Namespace, settings: Settings) -> int:
-    from services.query.main import build_query
+    from footfall.services.query.main import build_query
 
     process = build_query(settings)
     print(
@@ -85,7 +85,7 @@ def cmd_query(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_directory(args: argparse.Namespace, settings: Settings) -> int:
-    from services.app.publish import publish_directory
+    from footfall.services.app.publish import publish_directory
 
     directory = publish_directory(settings)
     print(
@@ -97,13 +97,13 @@ def cmd_directory(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_projects(args: argparse.Namespace, settings: Settings) -> int:
-    from services.app.projects import cmd_projects as run
+    from footfall.services.app.projects import cmd_projects as run
 
     return run(args, settings)
 
 
 def cmd_service_accounts(args: argparse.Namespace, settings: Settings) -> int:
-    from services.app.projects import cmd_service_accounts as run
+    from footfall.services.app.projects import cmd_service_accounts as run
 
     return run(args, settings)
 
@@ -153,8 +153,8 @@ def build_parser() -> argparse.ArgumentParser:
     publish = directory_sub.add_parser("publish", help="publish the credential snapshot to the Kafka directory topic")
     publish.add_argument("--data", type=Path, default=None, help="data folder of a chDB store (default ./footfall-data)")
 
-    from services.app.commands import add_saved_commands
-    from services.app.projects import add_project_commands
+    from footfall.services.app.commands import add_saved_commands
+    from footfall.services.app.projects import add_project_commands
 
     add_saved_commands(sub)
     add_project_commands(sub)

@@ -18,18 +18,10 @@ import base64
 import binascii
 from dataclasses import dataclass
 
-from shared import credentials
-from shared.credentials import Role, VerifiedCache
-from shared.metadata import Directory, Project
-
-
-class AuthError(Exception):
-    """Authentication (401) or authorisation (403) failure, with the message clients see."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
+from footfall.shared import credentials
+from footfall.shared.credentials import Role, VerifiedCache
+from footfall.shared.errors import AuthError
+from footfall.shared.metadata import Directory, Project
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,8 @@ from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from shared import credentials
-from shared.warehouse.client import Warehouse
+from footfall.shared import credentials
+from footfall.shared.warehouse.client import Warehouse
 
 
 class MetadataError(ValueError):

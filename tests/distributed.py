@@ -32,7 +32,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from tests.geo import write_test_city_db
 
 REPO = Path(__file__).resolve().parents[1]
-FOOTFALL = [sys.executable, "-m", "services.cli"]
+FOOTFALL = [sys.executable, "-m", "footfall.services.cli"]
 
 TOKEN = "dist-token-0123456789abcdef0123"
 SECRET = "dist-project-secret"

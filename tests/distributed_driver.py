@@ -20,15 +20,16 @@ from typing import Any
 
 import orjson
 
-from services.gateway.kafka_sink import KafkaSink
-from services.worker.enrich import Enricher
-from services.worker.main import WorkerGroup, build_worker_group
-from shared import metrics
-from shared.config import Settings
-from shared.events import Event
-from shared.logging import configure_logging
-from shared.metadata import MetadataRepository
-from shared.warehouse import ClickHouseWarehouse, WarehouseError, apply_migrations, open_warehouse
+from footfall.services.gateway.kafka_sink import KafkaSink
+from footfall.services.worker.enrich import Enricher
+from footfall.services.worker.main import WorkerGroup, build_worker_group
+from footfall.shared import metrics
+from footfall.shared.config import Settings
+from footfall.shared.events import Event
+from footfall.shared.logging import configure_logging
+from footfall.shared.metadata import MetadataRepository
+from footfall.shared.schema import apply_migrations
+from footfall.shared.warehouse import ClickHouseWarehouse, WarehouseError, open_warehouse
 from tests.distributed import group_lag, wait_caught_up
 
 

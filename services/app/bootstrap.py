@@ -13,10 +13,10 @@ from typing import Any
 
 import orjson
 
-from shared import credentials
-from shared.config import Settings
-from shared.credentials import Role
-from shared.metadata import MetadataRepository
+from footfall.shared import credentials
+from footfall.shared.config import Settings
+from footfall.shared.credentials import Role
+from footfall.shared.metadata import MetadataRepository
 
 BOOTSTRAP_FILE = "bootstrap.json"
 

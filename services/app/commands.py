@@ -27,11 +27,12 @@ from typing import Any, Protocol
 
 import orjson
 
-from services.app.saved import check_expression
-from shared.config import Settings
-from shared.metadata import MetadataRepository
-from shared.saved import DefinitionError, WarehouseSavedStore, parse_bookmark, parse_funnel
-from shared.warehouse import WarehouseError, apply_migrations, open_warehouse
+from footfall.services.app.saved import check_expression
+from footfall.shared.config import Settings
+from footfall.shared.metadata import MetadataRepository
+from footfall.shared.saved import DefinitionError, WarehouseSavedStore, parse_bookmark, parse_funnel
+from footfall.shared.schema import apply_migrations
+from footfall.shared.warehouse import WarehouseError, open_warehouse
 
 __all__ = ["add_saved_commands", "cmd_bookmarks", "cmd_funnels"]
 

@@ -19,11 +19,12 @@ from typing import Any
 
 import orjson
 
-from shared import credentials
-from shared.config import Settings
-from shared.credentials import Role
-from shared.metadata import MetadataError, MetadataRepository
-from shared.warehouse import WarehouseError, apply_migrations, open_warehouse
+from footfall.shared import credentials
+from footfall.shared.config import Settings
+from footfall.shared.credentials import Role
+from footfall.shared.metadata import MetadataError, MetadataRepository
+from footfall.shared.schema import apply_migrations
+from footfall.shared.warehouse import WarehouseError, open_warehouse
 
 __all__ = ["add_project_commands", "cmd_projects", "cmd_service_accounts"]
 

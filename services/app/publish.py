@@ -12,12 +12,13 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from services.app.bootstrap import BOOTSTRAP_FILE, bootstrap_if_empty
-from shared.config import Settings
-from shared.kafka import Topics, ensure_topics
-from shared.kafka.directory import DirectoryPublisher
-from shared.metadata import Directory, MetadataRepository
-from shared.warehouse import apply_migrations, open_warehouse
+from footfall.services.app.bootstrap import BOOTSTRAP_FILE, bootstrap_if_empty
+from footfall.shared.config import Settings
+from footfall.shared.kafka import Topics, ensure_topics
+from footfall.shared.kafka.directory import DirectoryPublisher
+from footfall.shared.metadata import Directory, MetadataRepository
+from footfall.shared.schema import apply_migrations
+from footfall.shared.warehouse import open_warehouse
 
 
 async def publish(settings: Settings, directory: Directory) -> None:

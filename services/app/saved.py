@@ -27,11 +27,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from services.query.expr import check_expr, parse_expr
-from shared.auth import Authenticator, AuthError, Principal
-from shared.credentials import Role
-from shared.saved import DefinitionError, SavedStore, parse_bookmark, parse_funnel
-from shared.warehouse import WarehouseError
+from footfall.shared.expr import check_expr, parse_expr
+from footfall.shared.auth import Authenticator, AuthError, Principal
+from footfall.shared.credentials import Role
+from footfall.shared.saved import DefinitionError, SavedStore, parse_bookmark, parse_funnel
+from footfall.shared.warehouse import WarehouseError
 
 __all__ = ["WRITE_ROLES", "check_expression", "saved_routes"]
 

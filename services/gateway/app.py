@@ -8,11 +8,11 @@ from collections.abc import AsyncIterator
 from starlette.applications import Starlette
 from starlette.routing import Route
 
-from services.gateway.import_ import ImportEndpoint
-from services.gateway.sinks import EventSink
-from shared.auth import Authenticator
-from shared.config import ImportLimits
-from shared.web import build_starlette
+from footfall.services.gateway.import_ import ImportEndpoint
+from footfall.services.gateway.sinks import EventSink
+from footfall.shared.auth import Authenticator
+from footfall.shared.config import ImportLimits
+from footfall.shared.web import build_starlette
 
 
 def import_routes(authenticator: Authenticator, sink: EventSink, limits: ImportLimits) -> list[Route]:

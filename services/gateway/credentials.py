@@ -6,9 +6,9 @@ bad one, so it answers 503 (retry later), not 401.
 
 from __future__ import annotations
 
-from services.gateway.errors import SinkUnavailableError
-from shared.auth import Authenticator, Principal
-from shared.metadata import Directory
+from footfall.shared.errors import UnavailableError
+from footfall.shared.auth import Authenticator, Principal
+from footfall.shared.metadata import Directory
 
 
 class FollowedAuthenticator(Authenticator):
@@ -22,5 +22,5 @@ class FollowedAuthenticator(Authenticator):
 
     def for_import(self, header: str | None, project_id_param: str | None) -> Principal:
         if not self.loaded:
-            raise SinkUnavailableError("credentials not loaded yet, retry with backoff")
+            raise UnavailableError("credentials not loaded yet, retry with backoff")
         return super().for_import(header, project_id_param)

@@ -18,7 +18,7 @@ from urllib.parse import parse_qs
 
 import orjson
 
-from services.gateway.errors import GatewayError
+from footfall.shared.errors import FootfallError
 
 JSON_TYPES = ("application/json", "text/json")
 NDJSON_TYPES = ("application/x-ndjson", "application/ndjson", "application/jsonl", "application/x-jsonlines")
@@ -41,8 +41,8 @@ class DecodedBody:
     fields: dict[str, str] = field(default_factory=dict)  # other form fields (verbose, ip, api_key)
 
 
-def too_large(limit: int) -> GatewayError:
-    return GatewayError(413, f"request exceeds max limit of {limit} bytes")
+def too_large(limit: int) -> FootfallError:
+    return FootfallError(413, f"request exceeds max limit of {limit} bytes")
 
 
 def gunzip_bounded(raw: bytes, limit: int) -> bytes:
@@ -77,7 +77,7 @@ def gunzip_bounded(raw: bytes, limit: int) -> bytes:
         try:
             piece = inflater.decompress(data, limit + 1 - size)  # max_length >= 1: never unbounded
         except zlib.error:
-            raise GatewayError(400, "body is not valid gzip data") from None
+            raise FootfallError(400, "body is not valid gzip data") from None
         size += len(piece)
         if size > limit or inflater.unconsumed_tail:
             raise too_large(limit)
@@ -88,7 +88,7 @@ def gunzip_bounded(raw: bytes, limit: int) -> bytes:
             inflater = zlib.decompressobj(wbits=47)
             started = False
     if started or not members:
-        raise GatewayError(400, "body is not valid gzip data (truncated)")
+        raise FootfallError(400, "body is not valid gzip data (truncated)")
     return b"".join(pieces)
 
 
@@ -102,11 +102,11 @@ def parse_json(data: bytes | str) -> Any:
         try:
             return json.loads(text)
         except (ValueError, RecursionError):
-            raise GatewayError(400, "malformed JSON body") from None
+            raise FootfallError(400, "malformed JSON body") from None
 
 
-def too_many(count: int, limit: int) -> GatewayError:
-    return GatewayError(400, f"too many events in one request: {count} (at most {limit})")
+def too_many(count: int, limit: int) -> FootfallError:
+    return FootfallError(400, f"too many events in one request: {count} (at most {limit})")
 
 
 def _parse_ndjson(data: bytes, max_items: int | None = None) -> list[Any]:
@@ -118,7 +118,7 @@ def _parse_ndjson(data: bytes, max_items: int | None = None) -> list[Any]:
     for line in lines:
         try:
             items.append(parse_json(line))
-        except GatewayError:
+        except FootfallError:
             items.append(MalformedItem("malformed JSON line"))
     return items
 
@@ -128,7 +128,7 @@ def _as_list(value: Any) -> list[Any]:
         return value
     if isinstance(value, dict):
         return [value]
-    raise GatewayError(400, "body must be a JSON array of events")
+    raise FootfallError(400, "body must be a JSON array of events")
 
 
 def decode_legacy_data(value: str) -> list[Any]:
@@ -140,7 +140,7 @@ def decode_legacy_data(value: str) -> list[Any]:
     try:
         raw = base64.b64decode(padded.replace("-", "+").replace("_", "/").replace(" ", "+"), validate=True)
     except (binascii.Error, ValueError):
-        raise GatewayError(400, "data is neither JSON nor base64-encoded JSON") from None
+        raise FootfallError(400, "data is neither JSON nor base64-encoded JSON") from None
     return _as_list(parse_json(raw))
 
 
@@ -171,7 +171,7 @@ def decode_body(
             raise too_large(limit)
         data = raw
     else:
-        raise GatewayError(415, f"unsupported Content-Encoding {content_encoding!r} (use gzip)")
+        raise FootfallError(415, f"unsupported Content-Encoding {content_encoding!r} (use gzip)")
 
     kind = media_type(content_type)
     if query_data is not None and not data.strip():
@@ -182,14 +182,14 @@ def decode_body(
         fields = form_fields(data)
         value = fields.pop("data", None) or query_data
         if value is None:
-            raise GatewayError(400, "form body has no data field")
+            raise FootfallError(400, "form body has no data field")
         return DecodedBody(decode_legacy_data(value), len(data), legacy=True, fields=fields)
     if kind in JSON_TYPES:
         return DecodedBody(_as_list(parse_json(data)), len(data), legacy=False)
     if kind in NDJSON_TYPES:
         return DecodedBody(_parse_ndjson(data, max_items), len(data), legacy=False)
     if not kind and not data.strip():
-        raise GatewayError(400, "empty body: send a JSON array of events")
-    raise GatewayError(
+        raise FootfallError(400, "empty body: send a JSON array of events")
+    raise FootfallError(
         415, f"unsupported Content-Type {kind or '(none)'!r}: use application/json or application/x-ndjson"
     )

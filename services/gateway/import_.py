@@ -13,7 +13,7 @@ import structlog
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
-from services.gateway.decode import (
+from footfall.services.gateway.decode import (
     FORM_TYPES,
     DecodedBody,
     MalformedItem,
@@ -23,13 +23,13 @@ from services.gateway.decode import (
     too_large,
     too_many,
 )
-from services.gateway.errors import GatewayError
-from services.gateway.responses import json_error, legacy_result, strict_result
-from services.gateway.sinks import EventSink
-from shared import metrics
-from shared.auth import Authenticator, AuthError
-from shared.config import ImportLimits
-from shared.events import Event, Failure, validate_batch
+from footfall.shared.errors import FootfallError
+from footfall.services.gateway.responses import json_error, legacy_result, strict_result
+from footfall.services.gateway.sinks import EventSink
+from footfall.shared import metrics
+from footfall.shared.auth import Authenticator, AuthError
+from footfall.shared.config import ImportLimits
+from footfall.shared.events import Event, Failure, validate_batch
 
 log = structlog.get_logger(__name__)
 
@@ -68,7 +68,7 @@ class ImportEndpoint:
             await self.sink.publish(events)
         except AuthError as exc:
             return self._error(exc.status, exc.message, legacy=legacy, verbose=verbose)
-        except GatewayError as exc:
+        except FootfallError as exc:
             if exc.status == 503:
                 log.warning("import_unavailable", error=exc.message)
             return self._error(exc.status, exc.message, legacy=legacy, verbose=verbose, retry_after=exc.retry_after)

@@ -8,7 +8,7 @@ partition batch rather than per event, which is what lifts one gateway process p
 `project_id:distinct_id` key, so any producer agrees on where a user's events live.
 
 Failure: broker unreachable, a refused batch, or no ack within
-`settings.kafka_publish_timeout` → `SinkUnavailableError` (503 + Retry-After). Events
+`settings.kafka_publish_timeout` → `UnavailableError` (503 + Retry-After). Events
 of a timed-out request may still reach Kafka later; the client's retry then creates
 duplicates, which the workers' dedup layers remove. Never a 200 for an unacknowledged
 event. When a batch fails (expired, refused) the producer is replaced by a fresh one (a
@@ -30,11 +30,11 @@ from aiokafka.codec import has_gzip, has_lz4, has_zstd
 from aiokafka.errors import KafkaError
 from aiokafka.partitioner import murmur2
 
-from services.gateway.errors import SinkUnavailableError
-from shared import metrics
-from shared.config import Settings
-from shared.events import Event
-from shared.kafka import Topics, accepted_header, encode_event, ensure_topics, event_key
+from footfall.shared.errors import UnavailableError
+from footfall.shared import metrics
+from footfall.shared.config import Settings
+from footfall.shared.events import Event
+from footfall.shared.kafka import Topics, accepted_header, encode_event, ensure_topics, event_key
 
 log = structlog.get_logger(__name__)
 
@@ -101,7 +101,7 @@ class KafkaSink:
         """Connect now if Kafka is there; otherwise the first requests connect (and get 503 until then)."""
         try:
             await self._connected()
-        except SinkUnavailableError:
+        except UnavailableError:
             log.warning("kafka_unavailable_at_start", bootstrap=self.bootstrap)
 
     async def _connected(self) -> AIOKafkaProducer:
@@ -111,7 +111,7 @@ class KafkaSink:
             if self._producer is not None:
                 return self._producer
             if time.monotonic() < self._next_attempt:
-                raise SinkUnavailableError("event broker unavailable, retry with backoff")
+                raise UnavailableError("event broker unavailable, retry with backoff")
             producer = self._new_producer()
             try:
                 await asyncio.wait_for(self._open(producer), self.timeout)
@@ -120,7 +120,7 @@ class KafkaSink:
                 await producer.stop()
                 metrics.KAFKA_PUBLISH_FAILURES.labels("connect").inc()
                 log.warning("kafka_connect_failed", bootstrap=self.bootstrap, error=str(exc)[:500])
-                raise SinkUnavailableError("event broker unavailable, retry with backoff") from exc
+                raise UnavailableError("event broker unavailable, retry with backoff") from exc
             self._producer = producer
             log.info("kafka_producer_started", topic=self.topics.raw, compression=self.compression,
                      partitions=len(self._partitions))
@@ -137,7 +137,7 @@ class KafkaSink:
         if self._inflight + len(events) > MAX_INFLIGHT_EVENTS:
             # Shed load at once rather than queue requests until they all time out.
             metrics.KAFKA_PUBLISH_FAILURES.labels("overload").inc()
-            raise SinkUnavailableError("gateway busy, retry with backoff", retry_after=1)
+            raise UnavailableError("gateway busy, retry with backoff", retry_after=1)
         producer = await self._connected()
         started = time.perf_counter()
         self._inflight += len(events)
@@ -147,12 +147,12 @@ class KafkaSink:
             await asyncio.wait_for(asyncio.gather(*futures), max(remaining, 0.001))
         except TimeoutError as exc:
             metrics.KAFKA_PUBLISH_FAILURES.labels("timeout").inc()
-            raise SinkUnavailableError("event broker did not acknowledge in time, retry with backoff") from exc
+            raise UnavailableError("event broker did not acknowledge in time, retry with backoff") from exc
         except KafkaError as exc:
             metrics.KAFKA_PUBLISH_FAILURES.labels(type(exc).__name__).inc()
             log.warning("kafka_publish_failed", error=str(exc)[:500])
             self._discard(producer, type(exc).__name__)
-            raise SinkUnavailableError("event broker refused the events, retry with backoff") from exc
+            raise UnavailableError("event broker refused the events, retry with backoff") from exc
         finally:
             self._inflight -= len(events)
         metrics.PUBLISH_SECONDS.observe(time.perf_counter() - started)
@@ -180,7 +180,7 @@ class KafkaSink:
                 futures.append(await self._send(producer, batch, topic, partition))
                 batch = open_batches[partition] = producer.create_batch()
                 if batch.append(key=key, value=value, timestamp=None, headers=headers) is None:  # type: ignore[attr-defined]
-                    raise SinkUnavailableError("event too large for the broker", retry_after=60)
+                    raise UnavailableError("event too large for the broker", retry_after=60)
         for partition, batch in open_batches.items():
             futures.append(await self._send(producer, batch, topic, partition))
         return futures

@@ -16,15 +16,15 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from services.gateway.app import import_routes
-from services.gateway.credentials import FollowedAuthenticator
-from services.gateway.kafka_sink import KafkaSink
-from shared.config import Settings
-from shared.kafka import Topics
-from shared.kafka.directory import DirectoryFollower
-from shared.kafka.logs import quiet_aiokafka
-from shared.logging import configure_logging
-from shared.web import build_starlette
+from footfall.services.gateway.app import import_routes
+from footfall.services.gateway.credentials import FollowedAuthenticator
+from footfall.services.gateway.kafka_sink import KafkaSink
+from footfall.shared.config import Settings
+from footfall.shared.kafka import Topics
+from footfall.shared.kafka.directory import DirectoryFollower
+from footfall.shared.kafka.logs import quiet_aiokafka
+from footfall.shared.logging import configure_logging
+from footfall.shared.web import build_starlette
 
 # How long start-up waits for the first credential snapshot before serving (503 until then).
 DIRECTORY_WAIT_SECONDS = 15.0

@@ -7,8 +7,20 @@ from typing import Any
 import orjson
 from starlette.responses import Response
 
-from services.gateway.errors import STATUS_TEXT
-from shared.events import Failure
+from footfall.shared.events import Failure
+
+
+STATUS_TEXT = {
+    400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    413: "Request Entity Too Large",
+    415: "Unsupported Media Type",
+    429: "Too Many Requests",
+    503: "Service Unavailable",
+}
 
 
 class OrjsonResponse(Response):

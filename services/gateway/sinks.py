@@ -1,5 +1,5 @@
 """Where accepted events go. `publish()` returns only once the events are durable; if it
-cannot guarantee that it raises `SinkUnavailableError` and the client gets a 503.
+cannot guarantee that it raises `UnavailableError` and the client gets a 503.
 
 Implementations: `MemorySink` (tests), `KafkaSink` (`services.gateway.kafka_sink`, the
 distributed shape) and `EmbeddedSink` (`services.standalone.sink`, inline storage).
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from shared.events import Event
+from footfall.shared.events import Event
 
 
 class EventSink(Protocol):
@@ -31,10 +31,10 @@ class MemorySink:
         return None
 
     async def publish(self, events: list[Event]) -> None:
-        from services.gateway.errors import SinkUnavailableError
+        from footfall.shared.errors import UnavailableError
 
         if self.fail:
-            raise SinkUnavailableError()
+            raise UnavailableError()
         self.events.extend(events)
 
     async def stop(self) -> None:

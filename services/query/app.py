@@ -5,9 +5,9 @@ from __future__ import annotations
 from starlette.applications import Starlette
 from starlette.routing import Route
 
-from services.query.endpoints import Handler, QueryService
-from services.query.limits import QueryLimiter
-from services.query.reports import (
+from footfall.services.query.endpoints import Handler, QueryService
+from footfall.services.query.limits import QueryLimiter
+from footfall.services.query.reports import (
     events,
     export,
     frequency,
@@ -18,10 +18,10 @@ from services.query.reports import (
     segmentation,
     stream,
 )
-from shared.auth import Authenticator
-from shared.config import Settings
-from shared.warehouse import Warehouse
-from shared.web import build_starlette
+from footfall.shared.auth import Authenticator
+from footfall.shared.config import Settings
+from footfall.shared.warehouse import Warehouse
+from footfall.shared.web import build_starlette
 
 # Report endpoints, by path under /api/query and /api/2.0. Families register here.
 REPORTS: dict[str, Handler] = {

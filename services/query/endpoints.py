@@ -15,12 +15,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from services.query.errors import QueryError
-from services.query.limits import QueryLimiter
-from services.query.params import Params
-from shared import metrics
-from shared.auth import Authenticator, AuthError, Principal
-from shared.warehouse import Warehouse, WarehouseError
+from footfall.shared.errors import FootfallError
+from footfall.services.query.limits import QueryLimiter
+from footfall.services.query.params import Params
+from footfall.shared import metrics
+from footfall.shared.auth import Authenticator, AuthError, Principal
+from footfall.shared.warehouse import Warehouse, WarehouseError
 
 log = structlog.get_logger(__name__)
 
@@ -73,7 +73,7 @@ class QueryService:
                         result = await handler(ctx)
                 else:
                     result = await handler(ctx)
-            except (QueryError, AuthError) as exc:
+            except (FootfallError, AuthError) as exc:
                 retry_after = getattr(exc, "retry_after", None)
                 headers = {"Retry-After": str(retry_after)} if retry_after else None
                 return json_response(

@@ -9,7 +9,7 @@ from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from services.query.errors import QueryError
+from footfall.shared.errors import RateLimitedError
 
 
 class QueryLimiter:
@@ -28,8 +28,8 @@ class QueryLimiter:
     def _admit(self, project_id: int) -> None:
         now = self._now()
         if self.concurrency and self._running.get(project_id, 0) >= self.concurrency:
-            raise QueryError(
-                429, f"too many concurrent queries for this project (at most {self.concurrency})", retry_after=1
+            raise RateLimitedError(
+                f"too many concurrent queries for this project (at most {self.concurrency})", retry_after=1
             )
         if self.per_hour:
             window = self._history.setdefault(project_id, deque())
@@ -37,8 +37,8 @@ class QueryLimiter:
                 window.popleft()
             if len(window) >= self.per_hour:
                 retry = max(1, math.ceil(window[0] + 3600 - now))
-                raise QueryError(
-                    429, f"query rate limit exceeded ({self.per_hour} queries per hour)", retry_after=retry
+                raise RateLimitedError(
+                    f"query rate limit exceeded ({self.per_hour} queries per hour)", retry_after=retry
                 )
             window.append(now)
 

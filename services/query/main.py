@@ -18,14 +18,15 @@ from dataclasses import dataclass
 import structlog
 from starlette.applications import Starlette
 
-from services.app.saved import saved_routes
-from services.query.app import query_routes
-from shared.auth import Authenticator
-from shared.config import Settings
-from shared.metadata import MetadataRepository
-from shared.saved import WarehouseSavedStore
-from shared.warehouse import ClickHouseWarehouse, WarehouseError, apply_migrations, open_warehouse
-from shared.web import build_starlette
+from footfall.services.app.saved import saved_routes
+from footfall.services.query.app import query_routes
+from footfall.shared.auth import Authenticator
+from footfall.shared.config import Settings
+from footfall.shared.metadata import MetadataRepository
+from footfall.shared.saved import WarehouseSavedStore
+from footfall.shared.schema import apply_migrations
+from footfall.shared.warehouse import ClickHouseWarehouse, WarehouseError, open_warehouse
+from footfall.shared.web import build_starlette
 
 log = structlog.get_logger(__name__)
 

@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 from starlette.requests import Request
 
-from services.query.errors import ParamError
+from footfall.shared.errors import ParamError
 
 
 class Params:

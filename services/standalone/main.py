@@ -11,20 +11,21 @@ from dataclasses import dataclass
 import structlog
 from starlette.applications import Starlette
 
-from services.app.bootstrap import BOOTSTRAP_FILE, bootstrap_if_empty
-from services.app.saved import saved_routes
-from services.gateway.app import import_routes
-from services.gateway.sinks import EventSink
-from services.query.app import query_routes
-from services.standalone.sink import EmbeddedSink
-from services.worker.enrich import Enricher, open_geo_reader
-from services.worker.main import Background
-from shared.auth import Authenticator
-from shared.config import Settings
-from shared.metadata import MetadataRepository
-from shared.saved import WarehouseSavedStore
-from shared.warehouse import ClickHouseWarehouse, apply_migrations, open_warehouse
-from shared.web import build_starlette
+from footfall.services.app.bootstrap import BOOTSTRAP_FILE, bootstrap_if_empty
+from footfall.services.app.saved import saved_routes
+from footfall.services.gateway.app import import_routes
+from footfall.services.gateway.sinks import EventSink
+from footfall.services.query.app import query_routes
+from footfall.services.standalone.sink import EmbeddedSink
+from footfall.services.worker.enrich import Enricher, open_geo_reader
+from footfall.services.worker.main import Background
+from footfall.shared.auth import Authenticator
+from footfall.shared.config import Settings
+from footfall.shared.metadata import MetadataRepository
+from footfall.shared.saved import WarehouseSavedStore
+from footfall.shared.schema import apply_migrations
+from footfall.shared.warehouse import ClickHouseWarehouse, open_warehouse
+from footfall.shared.web import build_starlette
 
 log = structlog.get_logger(__name__)
 
@@ -57,8 +58,8 @@ def build_embedded(settings: Settings, *, sink: EventSink | None = None) -> Embe
     background: list[Background] = []
     if sink is None and settings.kafka_bootstrap:
         # The distributed path in one process: /import → Kafka → in-process consumers → this store.
-        from services.gateway.kafka_sink import KafkaSink
-        from services.worker.main import in_process_workers
+        from footfall.services.gateway.kafka_sink import KafkaSink
+        from footfall.services.worker.main import in_process_workers
 
         sink = KafkaSink(settings)
         background = in_process_workers(settings, warehouse, enricher, authenticator)

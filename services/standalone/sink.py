@@ -6,13 +6,13 @@ import time
 
 import structlog
 
-from services.gateway.errors import SinkUnavailableError
-from services.worker.enrich import Enricher
-from services.worker.process import build_batch
-from services.worker.write import insert_batch
-from shared import metrics
-from shared.events import Event
-from shared.warehouse import Warehouse, WarehouseError
+from footfall.shared.errors import UnavailableError
+from footfall.services.worker.enrich import Enricher
+from footfall.services.worker.process import build_batch
+from footfall.services.worker.write import insert_batch
+from footfall.shared import metrics
+from footfall.shared.events import Event
+from footfall.shared.warehouse import Warehouse, WarehouseError
 
 log = structlog.get_logger(__name__)
 
@@ -44,4 +44,4 @@ class EmbeddedSink:
             await self.warehouse.run(self._store, events)
         except WarehouseError as exc:
             log.error("embedded_insert_failed", error=str(exc)[:2000])
-            raise SinkUnavailableError("storage unavailable, retry with backoff") from exc
+            raise UnavailableError("storage unavailable, retry with backoff") from exc

@@ -32,9 +32,9 @@ import structlog
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
 
-from services.worker.batch import BatchBuffer
-from services.worker.pipeline import BatchProcessor
-from shared import metrics
+from footfall.services.worker.batch import BatchBuffer
+from footfall.services.worker.pipeline import BatchProcessor
+from footfall.shared import metrics
 
 log = structlog.get_logger(__name__)
 

@@ -30,7 +30,7 @@ from redis.backoff import NoBackoff
 import structlog
 from redis.exceptions import RedisError
 
-from shared import metrics
+from footfall.shared import metrics
 
 log = structlog.get_logger(__name__)
 

@@ -16,8 +16,8 @@ from typing import Protocol
 import structlog
 from aiokafka import AIOKafkaProducer
 
-from shared import metrics
-from shared.kafka.producers import start_durable_producer
+from footfall.shared import metrics
+from footfall.shared.kafka.producers import start_durable_producer
 
 log = structlog.get_logger(__name__)
 

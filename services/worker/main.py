@@ -24,19 +24,20 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from services.worker.consumer import WorkerConsumer
-from services.worker.dedup import DedupStore, MemoryDedup, RedisDedup
-from services.worker.dlq import KafkaDeadLetters
-from services.worker.enrich import Enricher, open_geo_reader
-from services.worker.pipeline import BatchProcessor
-from shared.auth import Authenticator
-from shared.config import Settings
-from shared.kafka import Topics, ensure_topics
-from shared.kafka.directory import DirectoryPublisher, DirectoryRefresher
-from shared.kafka.logs import quiet_aiokafka
-from shared.metadata import Directory, MetadataRepository
-from shared.warehouse import ClickHouseWarehouse, Warehouse, apply_migrations, open_warehouse
-from shared.web import build_starlette
+from footfall.services.worker.consumer import WorkerConsumer
+from footfall.services.worker.dedup import DedupStore, MemoryDedup, RedisDedup
+from footfall.services.worker.dlq import KafkaDeadLetters
+from footfall.services.worker.enrich import Enricher, open_geo_reader
+from footfall.services.worker.pipeline import BatchProcessor
+from footfall.shared.auth import Authenticator
+from footfall.shared.config import Settings
+from footfall.shared.kafka import Topics, ensure_topics
+from footfall.shared.kafka.directory import DirectoryPublisher, DirectoryRefresher
+from footfall.shared.kafka.logs import quiet_aiokafka
+from footfall.shared.metadata import Directory, MetadataRepository
+from footfall.shared.schema import apply_migrations
+from footfall.shared.warehouse import ClickHouseWarehouse, Warehouse, open_warehouse
+from footfall.shared.web import build_starlette
 
 log = structlog.get_logger(__name__)
 
@@ -194,7 +195,7 @@ def build_worker(settings: Settings, *, consumers: int) -> Worker:
     routes: list[Route] = [Route("/healthz", healthz, methods=["GET"])]
     if warehouse.dsn.embedded:
         # chDB: this process is the only one that can read the store, so it answers queries too.
-        from services.query.app import query_routes
+        from footfall.services.query.app import query_routes
 
         routes += query_routes(authenticator, warehouse, settings)
 

@@ -24,16 +24,16 @@ from typing import Any
 
 import structlog
 
-from services.worker.dedup import DedupStore
-from services.worker.dlq import DeadLetter, DeadLetterSink
-from services.worker.enrich import Enricher
-from services.worker.process import build_batch
-from services.worker.write import insert_batch
-from shared import metrics
-from shared.events import Event
-from shared.events.model import event_dedup_key
-from shared.kafka.codec import CodecError, accepted_ms_of, content_digest, decode_event
-from shared.warehouse import Warehouse
+from footfall.services.worker.dedup import DedupStore
+from footfall.services.worker.dlq import DeadLetter, DeadLetterSink
+from footfall.services.worker.enrich import Enricher
+from footfall.services.worker.process import build_batch
+from footfall.services.worker.write import insert_batch
+from footfall.shared import metrics
+from footfall.shared.events import Event
+from footfall.shared.events.model import event_dedup_key
+from footfall.shared.kafka.codec import CodecError, accepted_ms_of, content_digest, decode_event
+from footfall.shared.warehouse import Warehouse
 
 log = structlog.get_logger(__name__)
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import orjson
 
-from services.worker.enrich import Enricher
-from shared.events import Event
-from shared.events.model import event_dedup_key
+from footfall.services.worker.enrich import Enricher
+from footfall.shared.events import Event
+from footfall.shared.events.model import event_dedup_key
 
 EVENT_COLUMNS = (
     "project_id",

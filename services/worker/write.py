@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import time
 
-from services.worker.process import EVENT_COLUMNS, Batch
-from shared import metrics
-from shared.warehouse import Warehouse
+from footfall.services.worker.process import EVENT_COLUMNS, Batch
+from footfall.shared import metrics
+from footfall.shared.warehouse import Warehouse
 
 
 def insert_batch(warehouse: Warehouse, batch: Batch) -> None:

@@ -71,8 +71,8 @@ from typing import Any
 
 import orjson
 
-from shared.config import ImportLimits
-from shared.events.model import Event, Failure
+from footfall.shared.config import ImportLimits
+from footfall.shared.events.model import Event, Failure
 
 __all__ = ["RESERVED_IDS", "TIME_FLOOR_MS", "derive_insert_id", "validate_batch", "validate_event"]
 

@@ -1,7 +1,7 @@
 """What every Kafka-facing service shares: topic names, the event envelope and the
 credential channel (the compacted directory topic)."""
 
-from shared.kafka.codec import (
+from footfall.shared.kafka.codec import (
     CodecError,
     accepted_header,
     accepted_ms_of,
@@ -10,7 +10,7 @@ from shared.kafka.codec import (
     encode_event,
     event_key,
 )
-from shared.kafka.topics import Topics, ensure_topics
+from footfall.shared.kafka.topics import Topics, ensure_topics
 
 __all__ = [
     "CodecError",

@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from shared.events import Event
+from footfall.shared.events import Event
 
 VERSION = 1
 ACCEPTED_HEADER = "accepted_ms"

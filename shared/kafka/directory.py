@@ -22,9 +22,9 @@ import orjson
 import structlog
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from shared import metrics
-from shared.kafka.producers import start_durable_producer
-from shared.metadata import Directory
+from footfall.shared import metrics
+from footfall.shared.kafka.producers import start_durable_producer
+from footfall.shared.metadata import Directory
 
 log = structlog.get_logger(__name__)
 

@@ -39,7 +39,7 @@ management process or the CLI; ids are global like the interface's, but every re
 scoped by project). `MemorySavedStore` is the in-memory twin.
 """
 
-from shared.saved.definitions import (
+from footfall.shared.saved.definitions import (
     BOOKMARK_UNITS,
     COUNT_TYPES,
     LENGTH_UNITS,
@@ -58,7 +58,7 @@ from shared.saved.definitions import (
     parse_funnel_definition,
     parse_insights_params,
 )
-from shared.saved.store import MemorySavedStore, SavedStore, WarehouseSavedStore
+from footfall.shared.saved.store import MemorySavedStore, SavedStore, WarehouseSavedStore
 
 __all__ = [
     "BOOKMARK_UNITS",

@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from shared.saved.definitions import (
+from footfall.shared.saved.definitions import (
     Bookmark,
     FunnelDefinition,
     InsightsParams,
@@ -17,7 +17,9 @@ from shared.saved.definitions import (
     parse_funnel_definition,
     parse_insights_params,
 )
-from shared.warehouse.client import Warehouse
+from footfall.shared.schema.catalog import SAVED_FUNNELS, SAVED_REPORTS
+from footfall.shared.sql import Params, Scope, render, source, sql
+from footfall.shared.warehouse.client import Warehouse
 
 __all__ = ["MemorySavedStore", "SavedStore", "WarehouseSavedStore"]
 
@@ -73,7 +75,7 @@ class _RowStore(Protocol):
 
     def write(self, kind: str, row: _Row, *, deleted: bool = False) -> None: ...
 
-    def next_id(self, kind: str) -> int: ...
+    def next_id(self, kind: str, project_id: int) -> int: ...
 
 
 def _now() -> datetime:
@@ -95,7 +97,7 @@ class _Typed:
     def _create(self, kind: str, project_id: int, name: str, body: dict[str, Any]) -> _Row:
         with self._lock:
             now = _now()
-            row = _Row(self._rows.next_id(kind), project_id, name, body, now, now)
+            row = _Row(self._rows.next_id(kind, project_id), project_id, name, body, now, now)
             self._rows.write(kind, row)
             return row
 
@@ -155,21 +157,23 @@ class _Typed:
         return self._delete("bookmark", project_id, bookmark_id)
 
 
-# The two tables of m0004_saved, by kind; the SQL below is fixed text per kind.
-_SELECT = {
-    "funnel": "SELECT item_id, project_id, name, body, created_at, updated_at FROM saved_funnels FINAL "
-    "WHERE deleted = 0 AND project_id = {project_id:UInt64} "
-    "AND ({item_id:UInt64} = 0 OR item_id = {item_id:UInt64}) ORDER BY item_id",
-    "bookmark": "SELECT item_id, project_id, name, body, created_at, updated_at FROM saved_reports FINAL "
-    "WHERE deleted = 0 AND project_id = {project_id:UInt64} "
-    "AND ({item_id:UInt64} = 0 OR item_id = {item_id:UInt64}) ORDER BY item_id",
-}
-_MAX_ID = {
-    "funnel": "SELECT max(item_id) FROM saved_funnels",
-    "bookmark": "SELECT max(item_id) FROM saved_reports",
-}
-_TABLE = {"funnel": "saved_funnels", "bookmark": "saved_reports"}
-_COLUMNS = ["project_id", "item_id", "name", "body", "created_at", "updated_at", "deleted"]
+# The two tables of m0004_saved, by kind.
+_TABLE = {"funnel": SAVED_FUNNELS, "bookmark": SAVED_REPORTS}
+
+
+def _select(kind: str, project_id: int, item_id: int | None) -> tuple[str, dict[str, Any]]:
+    """The live items of one project (or one of them), through the SQL layer's scoped source."""
+    binds = Params()
+    keys = sql("item_id = {}", binds.add(item_id, "UInt64")) if item_id is not None else None
+    rows = source(_TABLE[kind], Scope(project_id), binds, final=True, keys=keys, where=sql("deleted = 0"))
+    text = sql("SELECT item_id, project_id, name, body, created_at, updated_at FROM {} ORDER BY item_id", rows)
+    return render(text), binds.values
+
+
+def _max_id(kind: str, project_id: int) -> tuple[str, dict[str, Any]]:
+    """The highest item id ever used in the project (deleted items included: ids are not reused)."""
+    binds = Params()
+    return render(sql("SELECT max(item_id) FROM {}", source(_TABLE[kind], Scope(project_id), binds))), binds.values
 
 
 class _WarehouseRows:
@@ -177,21 +181,21 @@ class _WarehouseRows:
         self.warehouse = warehouse
 
     def rows(self, kind: str, project_id: int, item_id: int | None = None) -> list[_Row]:
-        found = self.warehouse.query(_SELECT[kind], {"project_id": project_id, "item_id": item_id or 0})
+        found = self.warehouse.query(*_select(kind, project_id, item_id))
         return [
             _Row(int(r[0]), int(r[1]), r[2], orjson.loads(r[3]), _utc(r[4]), _utc(r[5])) for r in found
         ]
 
     def write(self, kind: str, row: _Row, *, deleted: bool = False) -> None:
         self.warehouse.insert(
-            _TABLE[kind],
-            _COLUMNS,
+            _TABLE[kind].name,
+            _TABLE[kind].column_names,
             [[row.project_id, row.item_id, row.name, orjson.dumps(row.body).decode(), row.created, row.modified,
               1 if deleted else 0]],
         )
 
-    def next_id(self, kind: str) -> int:
-        return int(self.warehouse.query(_MAX_ID[kind])[0][0] or 0) + 1
+    def next_id(self, kind: str, project_id: int) -> int:
+        return int(self.warehouse.query(*_max_id(kind, project_id))[0][0] or 0) + 1
 
 
 def _utc(value: datetime) -> datetime:
@@ -207,21 +211,20 @@ class WarehouseSavedStore(_Typed):
 
 @dataclass
 class _MemoryRows:
-    data: dict[tuple[str, int], tuple[_Row, bool]] = field(default_factory=dict)
+    data: dict[tuple[str, int, int], tuple[_Row, bool]] = field(default_factory=dict)
 
     def rows(self, kind: str, project_id: int, item_id: int | None = None) -> list[_Row]:
-        out = [
+        return [
             row
-            for (k, i), (row, deleted) in sorted(self.data.items())
-            if k == kind and not deleted and row.project_id == project_id and (item_id is None or i == item_id)
+            for (k, p, i), (row, deleted) in sorted(self.data.items())
+            if k == kind and p == project_id and not deleted and (item_id is None or i == item_id)
         ]
-        return out
 
     def write(self, kind: str, row: _Row, *, deleted: bool = False) -> None:
-        self.data[(kind, row.item_id)] = (row, deleted)
+        self.data[(kind, row.project_id, row.item_id)] = (row, deleted)
 
-    def next_id(self, kind: str) -> int:
-        return max((i for k, i in self.data if k == kind), default=0) + 1
+    def next_id(self, kind: str, project_id: int) -> int:
+        return max((i for (k, p, i) in self.data if k == kind and p == project_id), default=0) + 1
 
 
 class MemorySavedStore(_Typed):

@@ -17,7 +17,7 @@ from typing import Any, Protocol, TypeVar
 import clickhouse_connect
 from clickhouse_connect.driver.exceptions import ClickHouseError
 
-from shared.warehouse.dsn import Dsn, parse_dsn
+from footfall.shared.warehouse.dsn import Dsn, parse_dsn
 
 T = TypeVar("T")
 

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.e2e
 
 
 def footfall(data: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([sys.executable, "-m", "services.cli", *args, "--data", str(data)],
+    return subprocess.run([sys.executable, "-m", "footfall.services.cli", *args, "--data", str(data)],
                           cwd=REPO, capture_output=True, timeout=120)
 
 

@@ -93,7 +93,7 @@ def query_process(data_dir: Path) -> Iterator[str]:
     env.pop("FOOTFALL_WAREHOUSE_DSN", None)
     log_path = data_dir.parent / "query.log"
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "services.cli", "query", "--port", str(port)],
+        proc = subprocess.Popen([sys.executable, "-m", "footfall.services.cli", "query", "--port", str(port)],
                                 cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     try:

@@ -14,8 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from shared.warehouse import ClickHouseWarehouse, apply_migrations, open_warehouse
-from shared.warehouse.client import WarehouseError
+from footfall.shared.schema import apply_migrations
+
+from footfall.shared.warehouse import ClickHouseWarehouse, open_warehouse
+from footfall.shared.warehouse.client import WarehouseError
 
 _ALREADY_OPEN = re.compile(r"already initialized with path '([^']+)'")
 

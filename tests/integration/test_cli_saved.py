@@ -20,8 +20,9 @@ pytestmark = pytest.mark.warehouse
 REPO = Path(__file__).resolve().parents[2]
 SETUP = """
 import sys
-from shared.warehouse import open_warehouse, apply_migrations
-from shared.metadata import MetadataRepository
+from footfall.shared.schema import apply_migrations
+from footfall.shared.warehouse import open_warehouse
+from footfall.shared.metadata import MetadataRepository
 w = open_warehouse(sys.argv[1])
 apply_migrations(w)
 MetadataRepository(w).create_project("CLI", "UTC", project_id=3)
@@ -31,7 +32,7 @@ w.close()
 
 def run(data: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "FOOTFALL_LOG_LEVEL": "warning"}
-    return subprocess.run([sys.executable, "-m", "services.cli", *args, "--data", str(data)], cwd=REPO, env=env,
+    return subprocess.run([sys.executable, "-m", "footfall.services.cli", *args, "--data", str(data)], cwd=REPO, env=env,
                           capture_output=True, text=True, input=stdin, timeout=120)
 
 

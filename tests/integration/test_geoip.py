@@ -14,8 +14,8 @@ import maxminddb
 import orjson
 import pytest
 
-from services.standalone.sink import EmbeddedSink
-from services.worker.enrich import (
+from footfall.services.standalone.sink import EmbeddedSink
+from footfall.services.worker.enrich import (
     NOWHERE,
     Enricher,
     GeoIP2CityReader,
@@ -24,10 +24,10 @@ from services.worker.enrich import (
     normalise_ip,
     open_geo_reader,
 )
-from services.worker.process import EVENT_COLUMNS, build_batch
-from shared.config import ImportLimits
-from shared.events import Event, validate_batch
-from shared.warehouse import ClickHouseWarehouse
+from footfall.services.worker.process import EVENT_COLUMNS, build_batch
+from footfall.shared.config import ImportLimits
+from footfall.shared.events import Event, validate_batch
+from footfall.shared.warehouse import ClickHouseWarehouse
 from tests.geo import COUNTRY_ONLY, PROBES, UNKNOWN_IPS, write_test_city_db
 
 KINDS = ["geoip2", "flat"]

@@ -10,19 +10,20 @@ from pathlib import Path
 import orjson
 import pytest
 
-from services.app.bootstrap import BOOTSTRAP_FILE, bootstrap_if_empty, write_bootstrap_file
-from services.worker.enrich import Enricher
-from services.worker.process import EVENT_COLUMNS, build_batch
-from services.worker.write import insert_batch
-from shared.auth import Authenticator, AuthError
-from shared.config import Settings
-from shared.credentials import lookup_key
-from shared.events import Event
-from shared.events.model import event_dedup_key
-from shared.metadata import MetadataError, MetadataRepository
-from shared.warehouse import ClickHouseWarehouse, apply_migrations
-from shared.warehouse.dsn import Dsn, DsnError, parse_dsn
-from shared.warehouse.migrate import discover
+from footfall.services.app.bootstrap import BOOTSTRAP_FILE, bootstrap_if_empty, write_bootstrap_file
+from footfall.services.worker.enrich import Enricher
+from footfall.services.worker.process import EVENT_COLUMNS, build_batch
+from footfall.services.worker.write import insert_batch
+from footfall.shared.auth import Authenticator, AuthError
+from footfall.shared.config import Settings
+from footfall.shared.credentials import lookup_key
+from footfall.shared.events import Event
+from footfall.shared.events.model import event_dedup_key
+from footfall.shared.metadata import MetadataError, MetadataRepository
+from footfall.shared.schema import apply_migrations
+from footfall.shared.warehouse import ClickHouseWarehouse
+from footfall.shared.warehouse.dsn import Dsn, DsnError, parse_dsn
+from footfall.shared.schema.migrate import discover
 
 pytestmark = pytest.mark.warehouse
 

@@ -2,6 +2,8 @@
 
 Public: `evaluate(text, event)`, `where_matches(text, event)`, `on_keys(text, event)`, `as_number(text, event)`,
 `segment_keys(value)`, `to_string(value)`, `parse(text)`, `UNDEFINED`, `DateTime`, `ExprError`.
+Profile expressions (/engage `where`): `parse_profile`, `evaluate_profile(text, properties, behaviors)`,
+`profile_where_matches`, `behavior_names` (see the section at the end of this module).
 `event` is a stored event (`_common.Event`: name, time_ms, distinct_id, insert_id, properties), because some
 accessors read the event's own fields rather than its stored properties.
 
@@ -10,7 +12,7 @@ double (arithmetic, comparison and printing go through float); str; list; dict (
 seconds, UTC).
 
 Where §3 is silent, the oracle follows the decisions documented by the expression compiler
-(services/query/expr/__init__.py) and pinned by tests/conformance/expr_semantics.json (the self-check runs
+(shared/expr/__init__.py) and pinned by tests/conformance/expr_semantics.json (the self-check runs
 every case); this module shares no code with it.
 - Accessors: `properties["time"]`, `event["time"]`, `event["$time"]` are the event time (a datetime, ms
   precision); `properties["distinct_id"]`, `event["distinct_id"]`, `event["$distinct_id"]` the event's
@@ -67,7 +69,8 @@ if TYPE_CHECKING:
     from ._common import Event
 
 __all__ = ["UNDEFINED", "DateTime", "ExprError", "evaluate", "where_matches", "on_keys", "as_number",
-           "segment_keys", "to_string", "parse"]
+           "segment_keys", "to_string", "parse",
+           "parse_profile", "evaluate_profile", "profile_where_matches", "behavior_names"]
 
 MAX_LENGTH = 4096
 
@@ -284,6 +287,8 @@ _SCALARS = frozenset({"null", "boolean", "number", "string", "datetime"})
 def _kinds(node: tuple) -> frozenset[str]:
     """The types the node can evaluate to, over all events; raises ExprError on the static errors."""
     kind = node[0]
+    if kind == "behavior":                           # profile expressions only: a behaviour count
+        return frozenset({"number"})
     if kind == "lit":
         return frozenset({_type(node[1])})
     if kind == "list":
@@ -596,6 +601,8 @@ def _eval(node: tuple, event: Event) -> object:
         return event.properties.get(node[1], UNDEFINED)
     if kind == "field":
         return _field(event, node[1])
+    if kind == "behavior":                           # profile expressions only (_ProfileRow)
+        return event.behaviors.get(node[1], 0)
     if kind == "call":
         return _call(node[1], [_eval(n, event) for n in node[2]])
     if kind == "neg":
@@ -640,3 +647,74 @@ def as_number(text: str, event: Event) -> float | None:
     """The numeric value of the expression, or None when it is not a number (no implicit casts)."""
     v = evaluate(text, event)
     return _float(v) if _num(v) else None
+
+
+# --------------------------------------------------------------------------------- profile expressions
+# Added for the /engage oracle (tests/oracle/engage.py); the event functions above are unchanged (the two
+# "behavior" branches in _kinds/_eval are reached only by trees that parse_profile builds).
+#
+# A profile expression (/engage `where`, alias `selector`) reads a profile, not an event:
+# - `properties["x"]` and its alias `user["x"]` (semantics-2 §13.2) read the profile's property dict
+#   (missing -> undefined, JSON null -> null). No key is special: `properties["time"]` or
+#   `properties["distinct_id"]` are ordinary profile properties here.
+# - `behaviors["name"]` is the profile's count for the /engage behaviour `name` (a number; 0 when the
+#   caller gives no count for it). Which names are defined is the caller's check (`behavior_names`).
+# - `event[...]` is an ExprError (a 400).
+# Every other rule (types, casts, operators, and/or/not, functions, static checks) is the event one.
+class _ProfileParser(_Parser):
+    def primary(self) -> tuple:
+        kind, v = self.peek()
+        if kind != "name" or v not in _ACCESSORS:
+            return super().primary()
+        self.i += 1
+        self.take("op", "[")
+        key = self.take("lit")
+        if not isinstance(key, str):
+            raise ExprError(f"{v}[...] needs a string key")
+        self.take("op", "]")
+        if v == "event":
+            raise ExprError("event[...] is not available in a profile expression")
+        return ("behavior", key) if v == "behaviors" else ("get", key)
+
+
+@dataclass(frozen=True)
+class _ProfileRow:
+    """What _eval reads for a profile: `.properties` (the `get` nodes) and `.behaviors` (name -> count)."""
+    properties: dict
+    behaviors: dict
+
+
+@lru_cache(maxsize=1024)
+def parse_profile(text: str) -> tuple:
+    """The syntax tree of a profile expression, after the same static checks as `parse`."""
+    if len(text) > MAX_LENGTH:
+        raise ExprError(f"expression longer than {MAX_LENGTH} characters")
+    node = _ProfileParser(text).parse()
+    _kinds(node)
+    return node
+
+
+def _behavior_refs(node: object, out: set[str]) -> set[str]:
+    """Walks the tree (nodes, and the tuples of list items / call arguments inside them)."""
+    if isinstance(node, tuple):
+        if len(node) == 2 and node[0] == "behavior":
+            out.add(node[1])
+        else:
+            for child in node:
+                _behavior_refs(child, out)
+    return out
+
+
+def behavior_names(text: str) -> frozenset[str]:
+    """The behaviour names a profile expression reads through `behaviors["..."]`."""
+    return frozenset(_behavior_refs(parse_profile(text), set()))
+
+
+def evaluate_profile(text: str, properties: dict, behaviors: dict | None = None) -> object:
+    """The value of a profile expression for one profile: its property dict and its behaviour counts."""
+    return _eval(parse_profile(text), _ProfileRow(properties, behaviors or {}))
+
+
+def profile_where_matches(text: str | None, properties: dict, behaviors: dict | None = None) -> bool:
+    """A profile `where` keeps a profile only when the expression is boolean true. Empty/None keeps all."""
+    return True if not text else evaluate_profile(text, properties, behaviors) is True

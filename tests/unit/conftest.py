@@ -16,12 +16,12 @@ from typing import Any
 import httpx
 import pytest
 
-from services.gateway.app import build_app
-from services.gateway.sinks import MemorySink
-from shared.auth import Authenticator
-from shared.config import ImportLimits
-from shared.credentials import Role, hash_secret, lookup_key
-from shared.metadata import Directory, Project, ServiceAccount
+from footfall.services.gateway.app import build_app
+from footfall.services.gateway.sinks import MemorySink
+from footfall.shared.auth import Authenticator
+from footfall.shared.config import ImportLimits
+from footfall.shared.credentials import Role, hash_secret, lookup_key
+from footfall.shared.metadata import Directory, Project, ServiceAccount
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,9 @@ import time
 import orjson
 import pytest
 
-from shared.auth import Authenticator, AuthError, Principal, parse_basic
-from shared.credentials import VerifiedCache, hash_secret, lookup_key, verify_secret
-from shared.metadata import Directory
+from footfall.shared.auth import Authenticator, AuthError, Principal, parse_basic
+from footfall.shared.credentials import VerifiedCache, hash_secret, lookup_key, verify_secret
+from footfall.shared.metadata import Directory
 
 
 def basic(user: str, password: str = "") -> str:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.config import ConfigError, Settings
+from footfall.shared.config import ConfigError, Settings
 
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
 

@@ -30,14 +30,15 @@ from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from services.query.endpoints import QueryContext
-from services.query.errors import ParamError
-from services.query.reports import _common
-from services.query.reports._common import (
+from footfall.services.query.endpoints import QueryContext
+from footfall.shared.errors import ParamError
+from footfall.services.query.reports import _common
+from footfall.services.query.reports._common import (
     UNITS,
     Binds,
     Query,
     Scope,
+    scope_of,
     Timeline,
     counts,
     counts_mv,
@@ -52,7 +53,7 @@ from services.query.reports._common import (
     series_response,
     series_values,
 )
-from services.query.timerange import local_midnight_utc
+from footfall.services.query.timerange import local_midnight_utc
 
 __all__ = [
     "EventsRequest", "NamesRequest", "TopRequest", "build", "build_mv", "build_raw", "events", "names", "shape", "top",
@@ -82,7 +83,7 @@ class EventsRequest:
 
 def build(req: EventsRequest) -> Query:
     binds = Binds()
-    return Query(counts(Scope.of(req.project_id, req.timeline), req.names, req.timeline, binds, kind=req.type),
+    return Query(counts(scope_of(req.project_id, req.timeline), req.names, req.timeline, binds, kind=req.type),
                  binds)
 
 
@@ -90,13 +91,13 @@ def build_mv(req: EventsRequest) -> Query:
     """The numbers from the materialised aggregates (plus raw partial quarters); call only
     when `mv_covers` (differential tests)."""
     binds = Binds()
-    return Query(counts_mv(Scope.of(req.project_id, req.timeline), req.names, req.timeline, binds), binds)
+    return Query(counts_mv(scope_of(req.project_id, req.timeline), req.names, req.timeline, binds), binds)
 
 
 def build_raw(req: EventsRequest) -> Query:
     """The same numbers from the events table only (differential tests, fallback)."""
     binds = Binds()
-    return Query(counts_raw(Scope.of(req.project_id, req.timeline), req.names, req.timeline, binds), binds)
+    return Query(counts_raw(scope_of(req.project_id, req.timeline), req.names, req.timeline, binds), binds)
 
 
 def shape(rows: list[tuple[Any, ...]], req: EventsRequest) -> dict[str, Any]:

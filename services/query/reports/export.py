@@ -14,25 +14,33 @@ from typing import Any
 import orjson
 from starlette.responses import StreamingResponse
 
-from services.query.endpoints import QueryContext
-from services.query.params import check_range
-from services.query.reports._common import read_dates
-from services.query.timerange import day_range_utc
+from footfall.services.query.endpoints import QueryContext
+from footfall.services.query.params import check_range
+from footfall.services.query.reports._common import Binds, Query, final_events, read_dates
+from footfall.shared.sql import Scope, sql
+from footfall.services.query.timerange import day_range_utc
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 PAGE = 20_000
 MAX_LIMIT = 100_000_000
 
-_SQL = """
-SELECT time, event, distinct_id, insert_id, properties, ingested_at, hex(dedup_hash) AS h
-FROM events FINAL
-WHERE project_id = {project_id:UInt64}
-  AND time >= {start:DateTime64(3, 'UTC')} AND time < {end:DateTime64(3, 'UTC')}
-  AND (length({events:Array(String)}) = 0 OR has({events:Array(String)}, event))
-  AND (time, h) > ({after_time:DateTime64(3, 'UTC')}, {after_hash:String})
-ORDER BY time, h
-LIMIT {page:UInt32}
-"""
+
+
+def page_query(scope: Scope, events: list[str], after: tuple[datetime, str], page: int) -> Query:
+    """One page of the deduplicated events of `scope`, after the keyset position `after`
+    ((time, hex of the dedup hash) of the last row sent)."""
+    b = Binds()
+    after_key = sql("(time, hex(dedup_hash)) > ({}, {})", b.add(after[0], "DateTime64(3, 'UTC')"), b.add(after[1], "String"))
+    rows = final_events(scope, events or None, after_key, b)
+    return Query(
+        sql(
+            "SELECT time, event, distinct_id, insert_id, properties, ingested_at, hex(dedup_hash) AS h FROM {} "
+            "ORDER BY time, h LIMIT {}",
+            rows,
+            b.add(page, "UInt32"),
+        ),
+        b,
+    )
 
 
 def epoch_ms(value: datetime) -> int:
@@ -64,26 +72,14 @@ async def export(ctx: QueryContext) -> StreamingResponse:
     limit = p.integer("limit", MAX_LIMIT, minimum=1, maximum=MAX_LIMIT)
     assert limit is not None
     time_in_ms = p.boolean("time_in_ms")
-    start, end = day_range_utc(from_date, to_date, ctx.timezone)
+    scope = Scope(ctx.project_id, *day_range_utc(from_date, to_date, ctx.timezone))
 
     async def lines() -> AsyncIterator[bytes]:
         sent = 0
         after_time, after_hash = datetime(1970, 1, 1), ""
         while sent < limit:
             page = min(PAGE, limit - sent)
-            rows = await ctx.warehouse.run(
-                ctx.warehouse.query,
-                _SQL,
-                {
-                    "project_id": ctx.project_id,
-                    "start": start,
-                    "end": end,
-                    "events": events,
-                    "after_time": after_time,
-                    "after_hash": after_hash,
-                    "page": page,
-                },
-            )
+            rows = await page_query(scope, events, (after_time, after_hash), page).run(ctx)
             if not rows:
                 return
             yield b"".join(_line(row, time_in_ms) for row in rows)

@@ -23,16 +23,16 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import Any
 
-from services.query.endpoints import QueryContext
-from services.query.expr import compile_on
-from services.query.expr.typed import TNode
-from services.query.params import Params
-from services.query.reports._common import Binds, Query, Timeline, read_dates, read_expr, read_limit, timeline_for_dates
-from services.query.reports._common.buckets import bucket_date
-from services.query.reports._common.scan import HAS_USER, Scope, final_events, one_event, raw_events, where_condition
-from services.query.reports._common.segments import on_keys, ranked_cells, segment_weight, top_segments
-from services.query.sql import sql
-from services.query.timerange import local_midnight_utc
+from footfall.services.query.endpoints import QueryContext
+from footfall.shared.expr import compile_on
+from footfall.shared.expr.typed import TNode
+from footfall.services.query.params import Params
+from footfall.services.query.reports._common import Binds, Query, Timeline, read_dates, read_expr, read_limit, timeline_for_dates
+from footfall.services.query.reports._common.buckets import bucket_date
+from footfall.services.query.reports._common.scan import HAS_USER, Scope, final_events, one_event, raw_events, where_condition
+from footfall.services.query.reports._common.segments import on_keys, ranked_cells, segment_weight, top_segments
+from footfall.shared.sql import sql
+from footfall.services.query.timerange import local_midnight_utc
 
 __all__ = ["FrequencyRequest", "build", "frequency", "parse_request", "shape"]
 

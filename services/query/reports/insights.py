@@ -24,15 +24,16 @@ from datetime import date, datetime, time, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from services.query.endpoints import QueryContext
-from services.query.errors import ParamError, QueryError
-from services.query.expr import compile_on, compile_where
-from services.query.expr.typed import TNode
-from services.query.reports import _common
-from services.query.reports._common import (
+from footfall.services.query.endpoints import QueryContext
+from footfall.shared.errors import NotFoundError, ParamError
+from footfall.shared.expr import compile_on, compile_where
+from footfall.shared.expr.typed import TNode
+from footfall.services.query.reports import _common
+from footfall.services.query.reports._common import (
     Binds,
     Query,
     Scope,
+    scope_of,
     Timeline,
     check_text,
     counts,
@@ -43,7 +44,7 @@ from services.query.reports._common import (
     timeline_for_dates,
     where_condition,
 )
-from shared.saved import Bookmark, InsightsParams, WarehouseSavedStore
+from footfall.shared.saved import Bookmark, InsightsParams, WarehouseSavedStore
 
 __all__ = ["bucket_timestamp", "insights", "shape_series"]
 
@@ -70,7 +71,7 @@ def shape_series(values: dict[str, dict[str, int | float]], tz: str) -> dict[str
 async def _event_values(ctx: QueryContext, params: InsightsParams, timeline: Timeline,
                         where: TNode | None) -> dict[str, dict[str, int | float]]:
     binds = Binds()
-    scope = Scope.of(ctx.project_id, timeline)
+    scope = scope_of(ctx.project_id, timeline)
     if where is not None:
         text = counts_where(scope, list(params.events), timeline, compile_where(where, binds), binds)
     else:
@@ -82,7 +83,7 @@ async def _event_values(ctx: QueryContext, params: InsightsParams, timeline: Tim
 async def _segment_values(ctx: QueryContext, params: InsightsParams, timeline: Timeline, event: str,
                           where: TNode | None, on: TNode) -> dict[str, dict[str, int | float]]:
     binds = Binds()
-    scope = Scope.of(ctx.project_id, timeline)
+    scope = scope_of(ctx.project_id, timeline)
     where_sql = where_condition(where, binds)
     text = segmented(scope, [event], timeline, compile_on(on, binds), where_sql, None,
                      params.type_of_count == "unique", params.limit, binds)
@@ -122,5 +123,5 @@ async def insights(ctx: QueryContext) -> dict[str, Any]:
     store = WarehouseSavedStore(ctx.warehouse)
     bookmark = await ctx.warehouse.run(store.get_bookmark, ctx.project_id, bookmark_id)
     if bookmark is None:
-        raise QueryError(404, f"Error in bookmark_id: no saved report {bookmark_id} in this project")
+        raise NotFoundError(f"Error in bookmark_id: no saved report {bookmark_id} in this project")
     return await compute(ctx, bookmark, _common.utc_now())

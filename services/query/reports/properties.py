@@ -26,16 +26,17 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from services.query.endpoints import QueryContext
-from services.query.expr import compile_on
-from services.query.expr.ast import Span
-from services.query.expr.typed import Prop
-from services.query.reports import _common
-from services.query.reports._common import (
+from footfall.services.query.endpoints import QueryContext
+from footfall.shared.expr import compile_on
+from footfall.shared.expr.ast import Span
+from footfall.shared.expr.typed import Prop
+from footfall.services.query.reports import _common
+from footfall.services.query.reports._common import (
     UNITS,
     Binds,
     Query,
     Scope,
+    scope_of,
     Timeline,
     final_events,
     one_event,
@@ -50,8 +51,8 @@ from services.query.reports._common import (
     series_body,
     series_response,
 )
-from services.query.reports.events import last_31_days
-from services.query.sql import column, sql
+from footfall.services.query.reports.events import last_31_days
+from footfall.shared.sql import column, sql
 
 __all__ = ["PropertiesRequest", "build", "properties", "shape", "top", "values"]
 
@@ -102,7 +103,7 @@ class PropertiesRequest:
 def build(req: PropertiesRequest) -> Query:
     binds = Binds()
     on = compile_on(_property(req.name), binds)
-    text = segmented(Scope.of(req.project_id, req.timeline), [req.event], req.timeline, on, None, req.values,
+    text = segmented(scope_of(req.project_id, req.timeline), [req.event], req.timeline, on, None, req.values,
                      req.type == "unique", req.limit, binds, kind=req.type)
     return Query(text, binds)
 

@@ -37,17 +37,17 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from services.query.endpoints import QueryContext
-from services.query.errors import ParamError
-from services.query.expr import compile_on
-from services.query.expr.typed import TNode
-from services.query.params import Params
-from services.query.reports._common import Binds, Query, Timeline, read_dates, read_expr, read_limit, timeline_for_dates
-from services.query.reports._common.buckets import bucket_date_of_ms
-from services.query.reports._common.scan import HAS_USER, Scope, final_events, one_event, raw_events, where_condition
-from services.query.reports._common.segments import on_keys, ranked_cells, segment_weight, top_segments
-from services.query.sql import Sql, sql
-from shared.events.validate import TIME_FLOOR_MS
+from footfall.services.query.endpoints import QueryContext
+from footfall.shared.errors import ParamError
+from footfall.shared.expr import compile_on
+from footfall.shared.expr.typed import TNode
+from footfall.services.query.params import Params
+from footfall.services.query.reports._common import Binds, Query, Timeline, read_dates, read_expr, read_limit, timeline_for_dates
+from footfall.services.query.reports._common.buckets import bucket_date_of_ms
+from footfall.services.query.reports._common.scan import HAS_USER, Scope, final_events, one_event, raw_events, where_condition
+from footfall.services.query.reports._common.segments import on_keys, ranked_cells, segment_weight, top_segments
+from footfall.shared.sql import Sql, sql
+from footfall.shared.events.validate import TIME_FLOOR_MS
 
 __all__ = ["RetentionRequest", "build", "parse_request", "retention", "shape"]
 

@@ -33,14 +33,15 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
-from services.query.endpoints import QueryContext
-from services.query.expr import compile_number, compile_on
-from services.query.expr.typed import TNode
-from services.query.reports import _common
-from services.query.reports._common import (
+from footfall.services.query.endpoints import QueryContext
+from footfall.shared.expr import compile_number, compile_on
+from footfall.shared.expr.typed import TNode
+from footfall.services.query.reports import _common
+from footfall.services.query.reports._common import (
     Binds,
     Query,
     Scope,
+    scope_of,
     Timeline,
     bucket_key,
     cell_measures,
@@ -61,7 +62,7 @@ from services.query.reports._common import (
     series_values,
     where_condition,
 )
-from services.query.sql import Sql, sql
+from footfall.shared.sql import Sql, sql
 
 __all__ = [
     "NumericRequest",
@@ -104,7 +105,7 @@ class SegmentationRequest:
 
 def build(req: SegmentationRequest) -> Query:
     binds = Binds()
-    scope = Scope.of(req.project_id, req.timeline)
+    scope = scope_of(req.project_id, req.timeline)
     where = where_condition(req.where, binds)
     if req.on is not None:
         on = compile_on(req.on, binds)
@@ -215,7 +216,7 @@ def _numeric_scan(req: NumericRequest, binds: Binds) -> tuple[Sql, Sql]:
     """The numeric `on` value and the deduplicated, filtered events it is read from."""
     where = where_condition(req.where, binds)
     number = compile_number(req.on, binds)
-    return number, final_events(Scope.of(req.project_id, req.timeline), [req.event], where, binds)
+    return number, final_events(scope_of(req.project_id, req.timeline), [req.event], where, binds)
 
 
 def build_range(req: NumericRequest) -> Query:
@@ -289,7 +290,7 @@ def build_sum(req: SumRequest) -> Query:
     return Query(sql(
         "SELECT bucket, sumKahan(ifNull(x, 0.)), count() FROM (SELECT {} AS x, {} AS bucket FROM {}) GROUP BY bucket",
         compile_number(req.on, binds), bucket_key(sql("time"), req.timeline, binds),
-        final_events(Scope.of(req.project_id, req.timeline), [req.event], where, binds)), binds)
+        final_events(scope_of(req.project_id, req.timeline), [req.event], where, binds)), binds)
 
 
 def shape_sum(rows: list[tuple[Any, ...]], req: SumRequest, now: datetime) -> dict[str, Any]:

@@ -18,11 +18,11 @@ from typing import Any
 
 import orjson
 
-from services.query.endpoints import QueryContext
-from services.query.errors import ParamError
-from services.query.params import Params
-from services.query.reports._common import Binds, Query, Scope, Timeline, final_events, read_dates, timeline_for_dates
-from services.query.sql import sql
+from footfall.services.query.endpoints import QueryContext
+from footfall.shared.errors import ParamError
+from footfall.services.query.params import Params
+from footfall.services.query.reports._common import Binds, Query, Timeline, final_events, read_dates, scope_of, timeline_for_dates
+from footfall.shared.sql import sql
 
 __all__ = ["MAX_EVENTS", "StreamRequest", "build", "parse_request", "shape", "stream"]
 
@@ -58,7 +58,7 @@ def build(req: StreamRequest) -> Query:
     text = sql(
         "SELECT event, toUnixTimestamp64Milli(time) AS ms, distinct_id, insert_id, properties FROM {} "
         "ORDER BY ms, event, distinct_id, insert_id LIMIT {}",
-        final_events(Scope.of(req.project_id, req.timeline), None, None, b, keys=users),
+        final_events(scope_of(req.project_id, req.timeline), None, None, b, keys=users),
         b.add(MAX_EVENTS + 1, "UInt32"),
     )
     return Query(text, b)

@@ -11,12 +11,12 @@ import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka.partitioner import DefaultPartitioner
 
-from services.gateway import kafka_sink
-from services.gateway.errors import SinkUnavailableError
-from services.gateway.kafka_sink import KafkaSink
-from shared.config import Settings
-from shared.events import Event
-from shared.kafka import Topics, accepted_ms_of, decode_event
+from footfall.services.gateway import kafka_sink
+from footfall.shared.errors import UnavailableError
+from footfall.services.gateway.kafka_sink import KafkaSink
+from footfall.shared.config import Settings
+from footfall.shared.events import Event
+from footfall.shared.kafka import Topics, accepted_ms_of, decode_event
 from tests.distributed import free_port
 
 
@@ -70,11 +70,11 @@ def test_unreachable_broker_is_a_quick_503_and_reconnects_are_throttled() -> Non
         sink = KafkaSink(settings)
         await sink.start()  # does not raise: the gateway serves 503s until Kafka is there
         started = time.monotonic()
-        with pytest.raises(SinkUnavailableError):
+        with pytest.raises(UnavailableError):
             await sink.publish(events(1))
         first = time.monotonic() - started
         started = time.monotonic()
-        with pytest.raises(SinkUnavailableError):
+        with pytest.raises(UnavailableError):
             await sink.publish(events(1))
         await sink.stop()
         return first, time.monotonic() - started
@@ -94,7 +94,7 @@ def test_overload_is_refused_at_once(kafka_bootstrap: str, monkeypatch: pytest.M
         await sink.start()
         try:
             await sink.publish(events(10))
-            with pytest.raises(SinkUnavailableError) as info:
+            with pytest.raises(UnavailableError) as info:
                 await sink.publish(events(11))
             assert info.value.retry_after == 1
         finally:

@@ -12,7 +12,7 @@ import orjson
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from services.app.bootstrap import BOOTSTRAP_FILE
+from footfall.services.app.bootstrap import BOOTSTRAP_FILE
 from tests.distributed import (
     IMPORT_AUTH,
     Cluster,

@@ -24,16 +24,16 @@ import httpx
 import orjson
 import pytest
 
-from services.gateway.app import import_routes
-from services.query import app as query_app
-from services.query.reports import _common
-from services.standalone.sink import EmbeddedSink
-from services.worker.enrich import Enricher
-from shared.auth import Authenticator
-from shared.config import ImportLimits, Settings
-from shared.metadata import MetadataRepository
-from shared.warehouse import ClickHouseWarehouse
-from shared.web import build_starlette
+from footfall.services.gateway.app import import_routes
+from footfall.services.query import app as query_app
+from footfall.services.query.reports import _common
+from footfall.services.standalone.sink import EmbeddedSink
+from footfall.services.worker.enrich import Enricher
+from footfall.shared.auth import Authenticator
+from footfall.shared.config import ImportLimits, Settings
+from footfall.shared.metadata import MetadataRepository
+from footfall.shared.warehouse import ClickHouseWarehouse
+from footfall.shared.web import build_starlette
 from tests.factories import Dataset, ProjectSpec, normalize_key
 from tests.integration.conftest import truncate_all
 

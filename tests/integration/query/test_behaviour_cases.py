@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from services.query.reports import _common
-from shared.saved import WarehouseSavedStore, parse_funnel
+from footfall.services.query.reports import _common
+from footfall.shared.saved import WarehouseSavedStore, parse_funnel
 from tests.integration.query.report_env import ReportEnv, build_env, diff, import_events, release
 from tests.oracle import frequency, funnels, retention
 

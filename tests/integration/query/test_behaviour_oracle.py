@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from shared.saved import WarehouseSavedStore, parse_funnel
+from footfall.shared.saved import WarehouseSavedStore, parse_funnel
 from tests.factories import Dataset, ProjectSpec, make_dataset
 from tests.integration.query.report_env import Case, ReportEnv, diff, rng, serving
 from tests.oracle import frequency, funnels, retention, stream
@@ -37,6 +37,9 @@ def loaded(warehouse) -> Iterator[tuple[ReportEnv, Dataset, dict[tuple[int, int]
             for fid, definition in sorted(dataset.funnels.items()):
                 name, parsed = parse_funnel(definition)
                 saved[(pid, fid)] = store.create_funnel(pid, name, parsed).funnel_id
+        # Ids count per project: one more funnel in project 2 has an id that project 1 lacks.
+        name, parsed = parse_funnel(dataset.funnels[min(dataset.funnels)])
+        saved[(2, 0)] = store.create_funnel(2, name, parsed).funnel_id
         yield env, dataset, saved
 
 
@@ -81,6 +84,8 @@ def test_funnels_list(loaded: tuple[ReportEnv, Dataset, dict[tuple[int, int], in
     r = env.query(2, "/funnels/list", {})
     assert r.status_code == 200
     expected = [{"funnel_id": saved[(2, fid)], "name": d["name"]} for fid, d in sorted(dataset.funnels.items())]
+    first = dataset.funnels[min(dataset.funnels)]
+    expected.append({"funnel_id": saved[(2, 0)], "name": first["name"]})
     assert r.json() == expected
 
 
@@ -113,7 +118,10 @@ def test_funnel_errors(loaded: tuple[ReportEnv, Dataset, dict[tuple[int, int], i
 
 def test_funnel_of_another_project_is_404(loaded: tuple[ReportEnv, Dataset, dict[tuple[int, int], int]]) -> None:
     env, _, saved = loaded
-    r = env.query(1, "/funnels", {"funnel_id": str(saved[(2, 1)]), "from_date": "2024-03-05", "to_date": "2024-03-06"})
+    dates = {"from_date": "2024-03-05", "to_date": "2024-03-06"}
+    assert saved[(2, 0)] not in {fid for (pid, _), fid in saved.items() if pid == 1}
+    assert env.query(2, "/funnels", {"funnel_id": str(saved[(2, 0)]), **dates}).status_code == 200
+    r = env.query(1, "/funnels", {"funnel_id": str(saved[(2, 0)]), **dates})
     assert r.status_code == 404
 
 
@@ -210,7 +218,7 @@ def _insights_expected(spec: ProjectSpec, dataset: Dataset, params: dict[str, ob
     from datetime import date, timedelta
     from zoneinfo import ZoneInfo
 
-    from services.query.reports.insights import bucket_timestamp
+    from footfall.services.query.reports.insights import bucket_timestamp
     from tests.oracle import segmentation as oracle_segmentation
 
     if "last_days" in params:
@@ -242,7 +250,7 @@ def _insights_expected(spec: ProjectSpec, dataset: Dataset, params: dict[str, ob
 @pytest.mark.parametrize("pid", (2, 4), ids=["p2", "p4"])
 def test_insights_match_oracle(loaded: tuple[ReportEnv, Dataset, dict[tuple[int, int], int]], pid: int,
                                case: str) -> None:
-    from shared.saved import parse_bookmark
+    from footfall.shared.saved import parse_bookmark
 
     env, dataset, _ = loaded
     spec = dataset.projects[pid]
@@ -264,7 +272,7 @@ def test_insights_match_oracle(loaded: tuple[ReportEnv, Dataset, dict[tuple[int,
 
 
 def bucket_start(key: str, tz: str) -> str:
-    from services.query.reports.insights import bucket_timestamp
+    from footfall.services.query.reports.insights import bucket_timestamp
 
     return bucket_timestamp(key, tz)
 

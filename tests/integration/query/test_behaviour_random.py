@@ -17,16 +17,16 @@ from typing import Any
 
 import pytest
 
-from services.query.params import Params
-from services.query.reports import frequency, retention
-from services.query.reports.funnels import build, parse_request, shape
-from services.worker.enrich import Enricher
-from services.worker.process import build_batch
-from services.worker.write import insert_batch
-from shared.config import ImportLimits
-from shared.events.validate import validate_batch
-from shared.saved import SavedFunnel, parse_funnel
-from shared.warehouse import ClickHouseWarehouse
+from footfall.services.query.params import Params
+from footfall.services.query.reports import frequency, retention
+from footfall.services.query.reports.funnels import build, parse_request, shape
+from footfall.services.worker.enrich import Enricher
+from footfall.services.worker.process import build_batch
+from footfall.services.worker.write import insert_batch
+from footfall.shared.config import ImportLimits
+from footfall.shared.events.validate import validate_batch
+from footfall.shared.saved import SavedFunnel, parse_funnel
+from footfall.shared.warehouse import ClickHouseWarehouse
 from tests.integration.query.report_env import diff
 from tests.oracle import frequency as oracle_frequency
 from tests.oracle import funnels as oracle_funnels

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shared.config import Settings
+from footfall.shared.config import Settings
 from tests.integration.query.report_env import SA_SECRET, SA_USER, ReportEnv, build_env, import_events, release
 from tests.unit.query.strategies import expressions
 

@@ -9,9 +9,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from services.query.reports._common import Binds, bucket_key, timeline_for_dates
-from services.query.sql import render, sql
-from shared.warehouse import ClickHouseWarehouse
+from footfall.services.query.reports._common import Binds, bucket_key, timeline_for_dates
+from footfall.shared.sql import render, sql
+from footfall.shared.warehouse import ClickHouseWarehouse
 
 pytestmark = pytest.mark.warehouse
 

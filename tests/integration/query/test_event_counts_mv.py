@@ -13,13 +13,13 @@ from datetime import UTC, date, datetime
 
 import pytest
 
-from services.query.params import Params
-from services.query.reports import _common, events
-from services.worker.enrich import Enricher
-from services.worker.process import build_batch
-from services.worker.write import insert_batch
-from shared.events import Event
-from shared.warehouse import ClickHouseWarehouse
+from footfall.services.query.params import Params
+from footfall.services.query.reports import _common, events
+from footfall.services.worker.enrich import Enricher
+from footfall.services.worker.process import build_batch
+from footfall.services.worker.write import insert_batch
+from footfall.shared.events import Event
+from footfall.shared.warehouse import ClickHouseWarehouse
 
 pytestmark = pytest.mark.warehouse
 
@@ -119,7 +119,7 @@ def test_fractional_offset_zones_are_exact(store: ClickHouseWarehouse, tz: str, 
 
 def test_migration_backfill_is_idempotent(store: ClickHouseWarehouse) -> None:
     """Re-running m0003's backfill (a restart after a crash mid-migration) double-counts nothing."""
-    from shared.warehouse.migrations import m0003_event_counts
+    from footfall.shared.schema.migrations import m0003_event_counts
 
     _insert(store, EVENTS, _ms("2024-05-03T00:00:00"))
     before = _events(store, "UTC", type="general", unit="day", from_date="2024-05-01", to_date="2024-05-02")[0]
@@ -130,6 +130,6 @@ def test_migration_backfill_is_idempotent(store: ClickHouseWarehouse) -> None:
 
 def test_minute_buckets_fall_back_to_the_events_table() -> None:
     tl = _common.timeline_for_dates(date(2024, 5, 1), date(2024, 5, 1), "UTC", "minute")
-    assert not _common.mv_covers(_common.Scope.of(1, tl), tl)
+    assert not _common.mv_covers(_common.scope_of(1, tl), tl)
     tl = _common.timeline_for_dates(date(2024, 5, 1), date(2024, 5, 1), "Asia/Kathmandu", "hour")
-    assert _common.mv_covers(_common.Scope.of(1, tl), tl)
+    assert _common.mv_covers(_common.scope_of(1, tl), tl)

@@ -13,8 +13,8 @@ from datetime import timedelta
 
 import pytest
 
-from services.query.reports import _common, events
-from services.query.sql import render
+from footfall.services.query.reports import _common, events
+from footfall.shared.sql import render
 from tests import oracle
 from tests.factories import Dataset, make_dataset
 from tests.integration.query.report_env import Case, ReportEnv, check_against_oracle, rng, serving
@@ -85,7 +85,7 @@ class _Ctx:
     """The parts of QueryContext the request parsers read."""
 
     def __init__(self, project_id: int, tz: str, params: dict[str, str]) -> None:
-        from services.query.params import Params
+        from footfall.services.query.params import Params
 
         self.project_id, self.timezone, self.params = project_id, tz, Params(params)
 

@@ -32,11 +32,11 @@ import clickhouse_connect
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from services.query.expr import ExprError, check_expr, compile_number, compile_on, compile_where, parse_expr
-from services.query.expr.lower import Lowerer
-from services.query.expr.typed import Kind
-from services.query.sql import Params, Sql, render
-from shared.warehouse.migrations import m0001_events
+from footfall.shared.expr import ExprError, check_expr, compile_number, compile_on, compile_where, parse_expr
+from footfall.shared.expr.lower import Lowerer
+from footfall.shared.expr.typed import Kind
+from footfall.shared.sql import Params, Sql, render
+from footfall.shared.schema.migrations import m0001_events
 from tests.unit.query.strategies import expressions
 
 pytestmark = pytest.mark.warehouse

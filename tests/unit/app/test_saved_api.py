@@ -16,10 +16,10 @@ import httpx
 import pytest
 from starlette.applications import Starlette
 
-from services.app.saved import saved_routes
-from shared.auth import Authenticator
-from shared.metadata import Directory
-from shared.saved import MemorySavedStore
+from footfall.services.app.saved import saved_routes
+from footfall.shared.auth import Authenticator
+from footfall.shared.metadata import Directory
+from footfall.shared.saved import MemorySavedStore
 
 SA_SECRET = "service-account-secret"
 

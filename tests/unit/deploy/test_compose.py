@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from services.cli import COMMANDS, build_parser
-from shared.config import PREFIX, Settings
+from footfall.services.cli import COMMANDS, build_parser
+from footfall.shared.config import PREFIX, Settings
 
 REPO = Path(__file__).resolve().parents[3]
 COMPOSE = yaml.safe_load((REPO / "docker-compose.yml").read_text())

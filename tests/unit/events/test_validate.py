@@ -14,9 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shared.config import ImportLimits
-from shared.events.model import Event, Failure
-from shared.events.validate import RESERVED_IDS, TIME_FLOOR_MS, validate_batch, validate_event
+from footfall.shared.config import ImportLimits
+from footfall.shared.events.model import Event, Failure
+from footfall.shared.events.validate import RESERVED_IDS, TIME_FLOOR_MS, validate_batch, validate_event
 
 NOW_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z: the conformance data's absolute times assume it
 LIMITS = ImportLimits()

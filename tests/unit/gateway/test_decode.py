@@ -18,9 +18,9 @@ from urllib.parse import quote
 
 import pytest
 
-from services.gateway.decode import DecodedBody, MalformedItem, decode_body, decode_legacy_data
-from services.gateway.errors import GatewayError
-from shared.config import ImportLimits
+from footfall.services.gateway.decode import DecodedBody, MalformedItem, decode_body, decode_legacy_data
+from footfall.shared.errors import FootfallError
+from footfall.shared.config import ImportLimits
 
 LIMIT = 2 * 1024 * 1024
 EV: dict[str, Any] = {"event": "Page View", "properties": {"time": 1_700_000_000, "distinct_id": "u1", "$insert_id": "i1"}}
@@ -46,7 +46,7 @@ def decode(
 
 
 def status_of(raw: bytes, **kwargs: Any) -> int:
-    with pytest.raises(GatewayError) as err:
+    with pytest.raises(FootfallError) as err:
         decode(raw, **kwargs)
     return err.value.status
 
@@ -162,7 +162,7 @@ def test_ndjson_lines_counted_before_parsing() -> None:
     # A 2 MB body of a million broken lines is refused by count, not parsed line by line.
     raw = b"{\n" * (1 << 20)
     started = time.perf_counter()
-    with pytest.raises(GatewayError) as err:
+    with pytest.raises(FootfallError) as err:
         decode(raw, content_type="application/x-ndjson", max_items=2000)
     assert time.perf_counter() - started < 1.0
     assert err.value.status == 400
@@ -172,7 +172,7 @@ def test_ndjson_lines_counted_before_parsing() -> None:
 def test_ndjson_at_max_items_accepted() -> None:
     raw = ndjson(*([EV] * 3)) + b"\n\n"
     assert len(decode(raw, content_type="application/x-ndjson", max_items=3).items) == 3
-    with pytest.raises(GatewayError):
+    with pytest.raises(FootfallError):
         decode(raw + ndjson(EV), content_type="application/x-ndjson", max_items=3)
 
 
@@ -258,7 +258,7 @@ def test_gzip_bomb_refused_fast_without_inflating(bomb: bytes) -> None:
     tracemalloc.start()
     started = time.perf_counter()
     try:
-        with pytest.raises(GatewayError) as err:
+        with pytest.raises(FootfallError) as err:
             decode(bomb, content_encoding="gzip")
         elapsed = time.perf_counter() - started
         _, peak = tracemalloc.get_traced_memory()
@@ -406,7 +406,7 @@ def test_decode_legacy_data(data: str, expected: list[Any]) -> None:
     ids=["empty", "percent", "words", "b64-not-json", "b64-scalar", "raw-broken"],
 )
 def test_decode_legacy_data_invalid_400(data: str) -> None:
-    with pytest.raises(GatewayError) as err:
+    with pytest.raises(FootfallError) as err:
         decode_legacy_data(data)
     assert err.value.status == 400
 

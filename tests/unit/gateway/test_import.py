@@ -18,7 +18,7 @@ import httpx
 import pytest
 from prometheus_client import REGISTRY
 
-from shared.config import ImportLimits
+from footfall.shared.config import ImportLimits
 
 JSON = {"content-type": "application/json"}
 NDJSON = {"content-type": "application/x-ndjson"}

@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from shared.events import Event
+from footfall.shared.events import Event
 
 FUZZ = settings(
     max_examples=200,

@@ -7,10 +7,10 @@ import dataclasses
 import orjson
 import pytest
 
-from services.gateway.credentials import FollowedAuthenticator
-from services.gateway.errors import SinkUnavailableError
-from shared.events import Event
-from shared.kafka.codec import (
+from footfall.services.gateway.credentials import FollowedAuthenticator
+from footfall.shared.errors import UnavailableError
+from footfall.shared.events import Event
+from footfall.shared.kafka.codec import (
     CodecError,
     accepted_header,
     accepted_ms_of,
@@ -19,9 +19,9 @@ from shared.kafka.codec import (
     encode_event,
     event_key,
 )
-from shared.kafka.directory import SnapshotError, decode_snapshot, encode_snapshot
-from shared.kafka.topics import Topics
-from shared.metadata import Directory, Project
+from footfall.shared.kafka.directory import SnapshotError, decode_snapshot, encode_snapshot
+from footfall.shared.kafka.topics import Topics
+from footfall.shared.metadata import Directory, Project
 
 EVENT = Event(7, "Café ☕", 1_700_000_000_123, "user 1", "abc-123", {"a": [1, {"b": None}], "ü": "x"}, ip="::1")
 
@@ -93,7 +93,7 @@ def test_snapshot_round_trip() -> None:
 
 def test_followed_authenticator_answers_503_until_the_first_snapshot() -> None:
     auth = FollowedAuthenticator()
-    with pytest.raises(SinkUnavailableError):
+    with pytest.raises(UnavailableError):
         auth.for_import("Basic dG9rOg==", None)
     auth.replace(Directory())
     assert auth.loaded

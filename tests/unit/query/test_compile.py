@@ -8,8 +8,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-import services.query.expr as expr_pkg
-from services.query.expr import (
+import footfall.shared.expr as expr_pkg
+from footfall.shared.expr import (
     ExprError,
     OnSql,
     check_expr,
@@ -18,9 +18,9 @@ from services.query.expr import (
     compile_where,
     parse_expr,
 )
-from services.query.expr.errors import ExprTypeError
-from services.query.expr.typed import Apply, Column, Const, Kind, Prop
-from services.query.sql import Params, Sql, render
+from footfall.shared.expr.errors import ExprTypeError
+from footfall.shared.expr.typed import Apply, Column, Const, Kind, Prop
+from footfall.shared.sql import Params, Sql, render
 from tests.unit.query.strategies import expressions, hole_values, render_literal, shapes
 
 PLACEHOLDER = re.compile(r"\{p\d+:[A-Za-z0-9(), ']+\}")
@@ -366,7 +366,7 @@ def test_long_or_chains_are_one_level() -> None:
 
 
 def test_too_much_sql_is_a_limit_error() -> None:
-    from services.query.expr import ExprLimitError
+    from footfall.shared.expr import ExprLimitError
 
     text = " or ".join(f'string(string(properties["k{i}"])) in [properties["a"], properties["b"]]' for i in range(50))
     with pytest.raises(ExprLimitError, match="compiles to more than"):

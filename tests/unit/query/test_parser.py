@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 
-from services.query.expr import ExprError, parse_expr
-from services.query.expr.ast import Accessor, Binary, BoolLit, Call, ListLit, Node, NullLit, NumberLit, StringLit, Unary
-from services.query.expr.errors import ExprLimitError, ExprSyntaxError
-from services.query.expr.parser import MAX_DEPTH, MAX_TEXT
+from footfall.shared.expr import ExprError, parse_expr
+from footfall.shared.expr.ast import Accessor, Binary, BoolLit, Call, ListLit, Node, NullLit, NumberLit, StringLit, Unary
+from footfall.shared.expr.errors import ExprLimitError, ExprSyntaxError
+from footfall.shared.expr.parser import MAX_DEPTH, MAX_TEXT
 from tests.unit.query.strategies import expressions
 
 

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
-import services.query.sql as sql_pkg
-from services.query.sql import Params, Sql, column, join, local, number, render, sql, table
+import footfall.shared.sql as sql_pkg
+from footfall.shared.schema.catalog import EVENTS, PROJECTS, SAVED_FUNNELS
+from footfall.shared.sql import Params, Scope, Sql, column, join, local, number, render, source, sql
 
 
 def test_public_api_is_pinned() -> None:
     assert sorted(sql_pkg.__all__) == sorted(
-        ["Params", "Sql", "SqlSizeError", "column", "join", "local", "number", "render", "sql", "table"]
+        ["Params", "Scope", "Sql", "SqlSizeError", "column", "join", "local", "number", "render", "source", "sql"]
     )
 
 
@@ -46,7 +49,6 @@ def test_builders_compose() -> None:
     out = sql("f({}, {})", column("properties"), params.add("x", "String"))
     assert render(out) == "f(properties, {p0:String})"
     assert render(join(" AND ", [number(1), local(2)])) == "1 AND _x2"
-    assert render(table("events")) == "events"
     assert params.values == {"p0": "x"}
 
 
@@ -80,3 +82,32 @@ def test_sql_fragments_are_frozen() -> None:
     frag = number(1)
     with pytest.raises(AttributeError):
         frag.text = "x"  # type: ignore[misc]
+
+
+def test_a_tenant_table_is_read_with_its_project_guard_and_time_range() -> None:
+    params = Params()
+    scope = Scope(7, datetime(2024, 1, 1, tzinfo=UTC), datetime(2024, 1, 2, tzinfo=UTC))
+    keys = sql("event = {}", params.add("a", "String"))
+    final = source(EVENTS, scope, params, final=True, keys=keys, where=sql("1 = 1"))
+    assert render(final) == (
+        "events FINAL PREWHERE project_id = {p1:UInt64} AND time >= {p2:DateTime64(3, 'UTC')} "
+        "AND time < {p3:DateTime64(3, 'UTC')} AND event = {p0:String} WHERE 1 = 1"
+    )
+    assert params.values == {"p0": "a", "p1": 7, "p2": scope.start, "p3": scope.end}
+    raw = source(EVENTS, scope, Params(), keys=sql("1"), where=sql("2"))
+    assert render(raw).startswith("events WHERE project_id = {p0:UInt64} AND time >= {p1:")
+    assert render(raw).endswith("AND 1 AND (2)")
+
+
+def test_scopes_refuse_what_would_leave_the_guard_out() -> None:
+    with pytest.raises(ValueError, match="time range"):
+        source(EVENTS, Scope(1), Params())  # a time-ordered table needs a range
+    with pytest.raises(ValueError, match="not a tenant table"):
+        source(PROJECTS, Scope(1), Params())
+    with pytest.raises(ValueError):
+        Scope(0)
+    with pytest.raises(ValueError):
+        Scope(1, datetime(2024, 1, 1, tzinfo=UTC), None)
+    params = Params()
+    assert render(source(SAVED_FUNNELS, Scope(3), params)) == "saved_funnels WHERE project_id = {p0:UInt64}"
+    assert params.values == {"p0": 3}

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pytest
 from aiokafka import TopicPartition
 
-from services.worker.batch import BatchBuffer
+from footfall.services.worker.batch import BatchBuffer
 
 
 @dataclass

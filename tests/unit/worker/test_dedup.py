@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from services.worker.dedup import MemoryDedup
+from footfall.services.worker.dedup import MemoryDedup
 
 
 def run(coro):  # type: ignore[no-untyped-def]

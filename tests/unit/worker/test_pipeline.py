@@ -11,14 +11,14 @@ from typing import Any
 import orjson
 import pytest
 
-from services.worker.dedup import MemoryDedup
-from services.worker.dlq import MemoryDeadLetters
-from services.worker.enrich import Enricher, Place
-from services.worker.pipeline import BatchProcessor
-from services.worker.process import EVENT_COLUMNS
-from shared.events import Event
-from shared.kafka.codec import accepted_header, encode_event
-from shared.warehouse import WarehouseError
+from footfall.services.worker.dedup import MemoryDedup
+from footfall.services.worker.dlq import MemoryDeadLetters
+from footfall.services.worker.enrich import Enricher, Place
+from footfall.services.worker.pipeline import BatchProcessor
+from footfall.services.worker.process import EVENT_COLUMNS
+from footfall.shared.events import Event
+from footfall.shared.kafka.codec import accepted_header, encode_event
+from footfall.shared.warehouse import WarehouseError
 
 
 @dataclass

@@ -27,23 +27,23 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from services.query.reports._common.buckets import bucket_date, bucket_date_of_ms, bucket_key
-from services.query.reports._common.counts import (
+from footfall.services.query.reports._common.buckets import bucket_date, bucket_date_of_ms, bucket_key
+from footfall.services.query.reports._common.counts import (
     cell_measures, counts, counts_final, counts_mv, counts_raw, counts_where, mv_covers,
 )
-from services.query.reports._common.parameters import (
+from footfall.services.query.reports._common.parameters import (
     MAX_LIMIT, TYPES, UNITS, check_text, read_dates, read_expr, read_format, read_limit, read_type, read_unit,
 )
-from services.query.reports._common.scan import (
-    HAS_USER, Binds, Query, Scope, event_filter, final_events, one_event, raw_events, where_condition,
+from footfall.services.query.reports._common.scan import (
+    HAS_USER, Binds, Query, Scope, event_filter, final_events, one_event, raw_events, scope_of, where_condition,
 )
-from services.query.reports._common.segments import (
+from footfall.services.query.reports._common.segments import (
     on_keys, ranked_cells, segment_expr, segment_weight, segmented, top_segments,
 )
-from services.query.reports._common.timeline import (
+from footfall.services.query.reports._common.timeline import (
     MAX_BUCKETS, Timeline, read_timeline, timeline_back_from_now, timeline_for_dates,
 )
-from services.query.reports._common.values import (
+from footfall.services.query.reports._common.values import (
     csv_response, measure, segmented_values, series_body, series_csv, series_response, series_values, zero_filled,
 )
 
@@ -52,7 +52,7 @@ __all__ = [
     "bucket_date_of_ms", "bucket_key", "cell_measures", "check_text", "counts", "counts_final", "counts_mv",
     "counts_raw", "counts_where", "csv_response", "event_filter", "final_events", "measure", "mv_covers", "on_keys",
     "one_event", "ranked_cells", "raw_events", "read_dates", "read_expr", "read_format", "read_limit", "read_timeline",
-    "read_type", "read_unit", "segment_expr", "segment_weight", "segmented", "segmented_values", "series_body",
+    "read_type", "read_unit", "scope_of", "segment_expr", "segment_weight", "segmented", "segmented_values", "series_body",
     "series_csv", "series_response", "series_values", "timeline_back_from_now", "timeline_for_dates", "top_segments",
     "utc_now", "where_condition", "zero_filled",
 ]

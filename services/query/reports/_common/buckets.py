@@ -10,9 +10,9 @@
 
 from __future__ import annotations
 
-from services.query.reports._common.scan import Binds
-from services.query.reports._common.timeline import Timeline
-from services.query.sql import Sql, sql
+from footfall.services.query.reports._common.scan import Binds
+from footfall.services.query.reports._common.timeline import Timeline
+from footfall.shared.sql import Sql, sql
 
 __all__ = ["bucket_date", "bucket_date_of_ms", "bucket_key"]
 

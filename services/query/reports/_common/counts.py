@@ -10,10 +10,12 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from services.query.reports._common.buckets import bucket_key
-from services.query.reports._common.scan import TIME, Binds, Scope, event_filter, final_events, raw_events
-from services.query.reports._common.timeline import QUARTER, Timeline
-from services.query.sql import Sql, sql
+from footfall.services.query.reports._common.buckets import bucket_key
+from footfall.services.query.reports._common.scan import TIME, Binds, Scope, event_filter, final_events, raw_events
+from footfall.shared.schema.catalog import EVENT_COUNTS_15M, EVENTS
+from footfall.shared.sql import source
+from footfall.services.query.reports._common.timeline import QUARTER, Timeline
+from footfall.shared.sql import Sql, sql
 
 __all__ = ["cell_measures", "counts", "counts_final", "counts_mv", "counts_raw", "counts_where", "mv_covers"]
 
@@ -49,13 +51,14 @@ def mv_covers(scope: Scope, timeline: Timeline | None) -> bool:
     multiple of 15 minutes (true of all zones since 1971; checked, not assumed)."""
     if timeline is not None and timeline.unit == "minute" and not timeline.interval_days:
         return False
-    if _ceil_quarter(scope.start) >= _floor_quarter(scope.end):
+    start, end = scope.span
+    if _ceil_quarter(start) >= _floor_quarter(end):
         return False
     if timeline is None:
         return True
     zone = ZoneInfo(timeline.tz)
-    t, step = scope.start, max(timedelta(hours=6), (scope.end - scope.start) / 2000)
-    while t <= scope.end:
+    t, step = start, max(timedelta(hours=6), (end - start) / 2000)
+    while t <= end:
         offset = t.astimezone(zone).utcoffset() or timedelta(0)
         if offset % QUARTER:
             return False
@@ -67,24 +70,27 @@ def counts_mv(scope: Scope, names: Sequence[str] | None, timeline: Timeline | No
     """Counts from the materialised quarter-hour aggregates (m0003), plus the events of
     the partial quarter hours at either end of the range (a range ending at `now`),
     merged as the same distinct-set states. Call only when `mv_covers(...)`."""
-    inner = Scope(scope.project_id, _ceil_quarter(scope.start), _floor_quarter(scope.end))
-    head = Scope(scope.project_id, scope.start, inner.start)
-    tail = Scope(scope.project_id, inner.end, scope.end)
+    start, end = scope.span
+    inner = scope.within(_ceil_quarter(start), _floor_quarter(end))
+    inner_start, inner_end = inner.span
     quarter = sql("quarter")
+    partial = sql(
+        "{} AND (time < {} OR time >= {})",
+        event_filter(names, binds),
+        binds.add(inner_start, "DateTime64(3, 'UTC')"),
+        binds.add(inner_end, "DateTime64(3, 'UTC')"),
+    )
     return sql(
         "SELECT name, {} AS bucket, uniqExactMerge(e) AS n, uniqExactMerge(us) AS u FROM ("
-        "SELECT event AS name, quarter, events AS e, users AS us FROM event_counts_15m WHERE {} AND {} "
+        "SELECT event AS name, quarter, events AS e, users AS us FROM {} "
         "UNION ALL "
         "SELECT event AS name, toDateTime(toStartOfFifteenMinutes(time), 'UTC') AS quarter, "
         "uniqExactState(dedup_hash) AS e, uniqExactStateIf(distinct_id, distinct_id != '') AS us "
-        "FROM events WHERE (({}) OR ({})) AND {} GROUP BY name, quarter"
+        "FROM {} GROUP BY name, quarter"
         ") GROUP BY name, bucket",
         _bucket_or_blank(quarter, timeline, binds),
-        inner.condition(binds, quarter),
-        event_filter(names, binds),
-        head.condition(binds, TIME),
-        tail.condition(binds, TIME),
-        event_filter(names, binds),
+        source(EVENT_COUNTS_15M, inner, binds, keys=event_filter(names, binds)),
+        source(EVENTS, scope, binds, keys=partial),
     )
 
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import date
 
-from services.query.errors import ParamError
-from services.query.expr import ExprError, check_expr, parse_expr
-from services.query.expr.typed import TNode
-from services.query.params import Params
+from footfall.shared.errors import ParamError
+from footfall.shared.expr import ExprError, check_expr, parse_expr
+from footfall.shared.expr.typed import TNode
+from footfall.services.query.params import Params
 
 __all__ = [
     "MAX_LIMIT", "TYPES", "UNITS", "check_text", "read_dates", "read_expr", "read_format", "read_limit", "read_type",

@@ -1,51 +1,34 @@
-"""What every query is built from: its `Scope` (project and UTC time range, so no query can
-leave out either: STYLE principle 6), the `Query` it ends as, the event-name filter and
-the scans of the events table: `final_events` (deduplicated) and `raw_events`."""
+"""What every query is built from: its `Scope` (project and UTC time range; the SQL layer's
+`source` writes both into every scan, STYLE principle 6), the `Query` it ends as, the
+event-name filter and the two scans of the events table: `final_events` (deduplicated)
+and `raw_events`."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
-from services.query.endpoints import QueryContext
-from services.query.expr import compile_where
-from services.query.expr.typed import TNode
-from services.query.reports._common.timeline import Timeline
-from services.query.sql import Params as Binds
-from services.query.sql import Sql, render, sql
+from footfall.services.query.endpoints import QueryContext
+from footfall.services.query.reports._common.timeline import Timeline
+from footfall.shared.expr import compile_where
+from footfall.shared.expr.typed import TNode
+from footfall.shared.schema.catalog import EVENTS
+from footfall.shared.sql import Params as Binds
+from footfall.shared.sql import Scope, Sql, render, source, sql
 
 __all__ = [
     "HAS_USER", "TIME", "Binds", "Query", "Scope", "event_filter", "final_events", "one_event", "raw_events",
-    "where_condition",
+    "scope_of", "where_condition",
 ]
 
 TIME = sql("time")
 HAS_USER = sql("distinct_id != ''")  # the events of a user (a non-empty distinct_id)
 
 
-@dataclass(frozen=True)
-class Scope:
-    """What every scan is restricted to: one project, one UTC half-open time range."""
-
-    project_id: int
-    start: datetime
-    end: datetime
-
-    @classmethod
-    def of(cls, project_id: int, timeline: Timeline) -> Scope:
-        return cls(project_id, timeline.start, timeline.end)
-
-    def condition(self, binds: Binds, time: Sql) -> Sql:
-        return sql(
-            "project_id = {} AND {} >= {} AND {} < {}",
-            binds.add(self.project_id, "UInt64"),
-            time,
-            binds.add(self.start, "DateTime64(3, 'UTC')"),
-            time,
-            binds.add(self.end, "DateTime64(3, 'UTC')"),
-        )
+def scope_of(project_id: int, timeline: Timeline) -> Scope:
+    """The scope of a report over `timeline`: its project and UTC range."""
+    return Scope(project_id, timeline.start, timeline.end)
 
 
 @dataclass(frozen=True)
@@ -84,8 +67,9 @@ def where_condition(where: TNode | None, binds: Binds) -> Sql | None:
     return compile_where(where, binds) if where is not None else None
 
 
-def _and(keys: Sql | None) -> Sql:
-    return sql(" AND {}", keys) if keys is not None else sql("")
+def _keys(names: Sequence[str] | None, keys: Sql | None, binds: Binds) -> Sql:
+    names_filter = event_filter(names, binds)
+    return sql("{} AND {}", names_filter, keys) if keys is not None else names_filter
 
 
 def final_events(scope: Scope, names: Sequence[str] | None, where: Sql | None, binds: Binds, *,
@@ -100,17 +84,11 @@ def final_events(scope: Scope, names: Sequence[str] | None, where: Sql | None, b
     rows, which it does not do on its own under FINAL (`optimize_move_to_prewhere_if_final`
     is off, rightly: a property condition must see only the latest copy, so `where`
     stays in WHERE, after the merge)."""
-    return sql(
-        "events FINAL PREWHERE {} AND {}{} WHERE {}",
-        scope.condition(binds, TIME),
-        event_filter(names, binds),
-        _and(keys),
-        where if where is not None else sql("1"),
-    )
+    return source(EVENTS, scope, binds, final=True, keys=_keys(names, keys, binds), where=where)
 
 
 def raw_events(scope: Scope, names: Sequence[str] | None, binds: Binds, *, keys: Sql | None = None) -> Sql:
     """The events table, scoped, with the unmerged copies of duplicates: for queries that
     read no property, whose answer a copy cannot change (distinct hashes, users or times).
     Without FINAL, ClickHouse moves the key conditions to PREWHERE by itself."""
-    return sql("events WHERE {} AND {}{}", scope.condition(binds, TIME), event_filter(names, binds), _and(keys))
+    return source(EVENTS, scope, binds, keys=_keys(names, keys, binds))

@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from services.query.expr import OnSql
-from services.query.reports._common.buckets import bucket_key
-from services.query.reports._common.counts import cell_measures
-from services.query.reports._common.scan import TIME, Binds, Scope, final_events
-from services.query.reports._common.timeline import Timeline
-from services.query.sql import Sql, sql
+from footfall.shared.expr import OnSql
+from footfall.services.query.reports._common.buckets import bucket_key
+from footfall.services.query.reports._common.counts import cell_measures
+from footfall.services.query.reports._common.scan import TIME, Binds, Scope, final_events
+from footfall.services.query.reports._common.timeline import Timeline
+from footfall.shared.sql import Sql, sql
 
 __all__ = ["on_keys", "ranked_cells", "segment_expr", "segment_weight", "segmented", "top_segments"]
 

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from services.query.errors import ParamError
-from services.query.params import Params, check_range
-from services.query.reports._common.parameters import read_dates
-from services.query.timerange import local_midnight_utc
+from footfall.shared.errors import ParamError
+from footfall.services.query.params import Params, check_range
+from footfall.services.query.reports._common.parameters import read_dates
+from footfall.services.query.timerange import local_midnight_utc
 
 __all__ = ["MAX_BUCKETS", "QUARTER", "Timeline", "read_timeline", "timeline_back_from_now", "timeline_for_dates"]
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 from typing import Any
 
 
-from services.query.endpoints import QueryContext
-from services.query.errors import QueryError
-from services.query.reports.funnels.query import Query, build
-from services.query.reports.funnels.request import FunnelsRequest, parse_request
-from services.query.reports.funnels.shape import shape
-from shared.saved import WarehouseSavedStore
+from footfall.services.query.endpoints import QueryContext
+from footfall.shared.errors import NotFoundError, ParamError
+from footfall.services.query.reports.funnels.query import Query, build
+from footfall.services.query.reports.funnels.request import FunnelsRequest, parse_request
+from footfall.services.query.reports.funnels.shape import shape
+from footfall.shared.saved import WarehouseSavedStore
 
 __all__ = ["FunnelsRequest", "Query", "build", "funnels", "funnels_list", "parse_request", "shape"]
 
@@ -23,11 +23,11 @@ __all__ = ["FunnelsRequest", "Query", "build", "funnels", "funnels_list", "parse
 async def funnels(ctx: QueryContext) -> dict[str, Any]:
     funnel_id = ctx.params.integer("funnel_id", minimum=1)
     if funnel_id is None:
-        raise QueryError(400, "Missing required parameter: funnel_id")
+        raise ParamError("Missing required parameter: funnel_id")
     store = WarehouseSavedStore(ctx.warehouse)
     saved = await ctx.warehouse.run(store.get_funnel, ctx.project_id, funnel_id)
     if saved is None:
-        raise QueryError(404, f"Error in funnel_id: no funnel {funnel_id} in this project")
+        raise NotFoundError(f"Error in funnel_id: no funnel {funnel_id} in this project")
     req = parse_request(ctx.params, saved, ctx.project_id, ctx.timezone)
     rows = await build(req).run(ctx)
     return shape(rows, req)

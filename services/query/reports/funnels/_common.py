@@ -6,12 +6,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import LiteralString
 
-from services.query.expr import compile_on, compile_where
-from services.query.reports._common import Query, event_filter, on_keys, segment_weight, top_segments
-from services.query.reports.funnels.request import FunnelsRequest
-from services.query.sql import Params, Sql, number, sql
+from footfall.shared.expr import compile_on, compile_where
+from footfall.services.query.reports._common import Query, event_filter, on_keys, segment_weight, top_segments
+from footfall.services.query.reports.funnels.request import FunnelsRequest
+from footfall.shared.schema.catalog import EVENTS
+from footfall.shared.sql import Params, Scope, Sql, number, source, sql
 
-__all__ = ["COLUMNS", "GRACE_MS", "Query", "Scope", "aggregate", "alias", "events_scan", "scope", "step_condition"]
+__all__ = ["COLUMNS", "GRACE_MS", "FunnelScan", "Query", "aggregate", "alias", "events_scan", "funnel_scan", "step_condition"]
 
 GRACE_MS = 2000
 
@@ -22,16 +23,13 @@ COLUMNS = ("bucket", "segment", "step", "attempts", "step_ms", "start_ms")
 
 
 @dataclass(frozen=True)
-class Scope:
-    """What every variant reads: the project, the entry range and the scanned range (ms)."""
+class FunnelScan:
+    """What every variant reads: where entries may lie and which events can count."""
 
-    project_id: Sql
-    start_ms: Sql  # entries: [start_ms, end_ms) as Int64 ms and [start, end) as DateTime64
+    entries: Scope  # [start, end) of the request: the step-0 events that enter
+    scanned: Scope  # from start - grace per later step to end + window: every event that can count
+    start_ms: Sql  # the entries' range as Int64 ms
     end_ms: Sql
-    start: Sql
-    end: Sql
-    scan_lo: Sql  # events: [scan_lo, scan_hi] as DateTime64
-    scan_hi: Sql
     names: Sql  # UInt8: the row is an event of some step (`event IN …`, so the primary key prunes)
     where: Sql  # UInt8
     final: bool  # read with FINAL: properties are read by where/selectors
@@ -42,21 +40,20 @@ def _ms(value: datetime) -> int:
     return int(value.timestamp()) * 1000 + value.microsecond // 1000
 
 
-def scope(req: FunnelsRequest, p: Params) -> Scope:
+def funnel_scan(req: FunnelsRequest, p: Params) -> FunnelScan:
     n = len(req.funnel.steps)
     start, end = req.timeline.start, req.timeline.end
     start_ms, end_ms = _ms(start), _ms(end)
     names = sorted({name for step in req.funnel.steps for name in step.names})
     reads_properties = req.where is not None or any(s is not None for s in req.selectors)
     keys = on_keys(compile_on(req.on, p)) if req.on is not None else None
-    return Scope(
-        project_id=p.add(req.project_id, "UInt64"),
+    # The scanned range is inclusive of its last millisecond (a step at exactly t0 + window counts).
+    last = _datetime(end_ms + req.window_ms + 1)
+    return FunnelScan(
+        entries=Scope(req.project_id, start, end),
+        scanned=Scope(req.project_id, _datetime(start_ms - GRACE_MS * (n - 1)), last),
         start_ms=p.add(start_ms, "Int64"),
         end_ms=p.add(end_ms, "Int64"),
-        start=p.add(start, "DateTime64(3, 'UTC')"),
-        end=p.add(end, "DateTime64(3, 'UTC')"),
-        scan_lo=p.add(_datetime(start_ms - GRACE_MS * (n - 1)), "DateTime64(3, 'UTC')"),
-        scan_hi=p.add(_datetime(end_ms + req.window_ms), "DateTime64(3, 'UTC')"),
         names=event_filter(names, p),
         where=compile_where(req.where, p) if req.where is not None else sql("1"),
         final=reads_properties,
@@ -64,17 +61,15 @@ def scope(req: FunnelsRequest, p: Params) -> Scope:
     )
 
 
-def events_scan(final: bool, keys: Sql, where: Sql) -> Sql:
-    """The events table restricted to `keys` (conditions on sorting-key columns only:
-    project, time, event, distinct_id) and `where` (anything else: properties, selectors).
+def events_scan(scope: Scope, final: bool, keys: Sql, where: Sql, p: Params) -> Sql:
+    """The users' events of `scope` restricted to `keys` (conditions on sorting-key columns
+    only: event, distinct_id) and `where` (anything else: properties, selectors).
 
     With FINAL the keys go into an explicit PREWHERE, as in `final_events`: every copy of a
     duplicate shares them, so filtering before the FINAL merge is exact, and ClickHouse then
     reads `properties` for matching rows only (it does not move conditions to PREWHERE
     under FINAL by itself). `where` stays after the merge, so it sees the latest copy."""
-    if final:
-        return sql("events FINAL PREWHERE {} WHERE {}", keys, where)
-    return sql("events WHERE {} AND {}", keys, where)
+    return source(EVENTS, scope, p, final=final, keys=sql("{} AND distinct_id != ''", keys), where=where)
 
 
 def _datetime(ms: int) -> datetime:

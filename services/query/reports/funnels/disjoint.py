@@ -22,10 +22,10 @@ Per user (one GROUP BY over the step events of the scanned range):
 
 from __future__ import annotations
 
-from services.query.reports._common import bucket_date_of_ms, event_filter
-from services.query.reports.funnels._common import GRACE_MS, Query, aggregate, alias, events_scan, scope, step_condition
-from services.query.reports.funnels.request import FunnelsRequest
-from services.query.sql import Params, Sql, join, number, sql
+from footfall.services.query.reports._common import bucket_date_of_ms, event_filter
+from footfall.services.query.reports.funnels._common import GRACE_MS, Query, aggregate, alias, events_scan, funnel_scan, step_condition
+from footfall.services.query.reports.funnels.request import FunnelsRequest
+from footfall.shared.sql import Params, Sql, join, number, sql
 
 __all__ = ["build_disjoint"]
 
@@ -34,7 +34,7 @@ def _per_user(req: FunnelsRequest, p: Params) -> Sql:
     """Per user: `e0` (the range's step-0 events, sorted) and `s1`… (each later step's sorted times)."""
     if req.on is not None:
         return _per_user_segmented(req, p)
-    sc = scope(req, p)
+    sc = funnel_scan(req, p)
     n = len(req.funnel.steps)
     conditions = [
         sql("({} AND ms >= {} AND ms < {}) AS c0", step_condition(req, 0, p), sc.start_ms, sc.end_ms),
@@ -49,17 +49,7 @@ def _per_user(req: FunnelsRequest, p: Params) -> Sql:
         "GROUP BY distinct_id HAVING notEmpty(e0)",
         join(", ", arrays),
         join(", ", conditions),
-        events_scan(
-            sc.final,
-            sql(
-                "project_id = {} AND time >= {} AND time <= {} AND {} AND distinct_id != ''",
-                sc.project_id,
-                sc.scan_lo,
-                sc.scan_hi,
-                sc.names,
-            ),
-            sc.where,
-        ),
+        events_scan(sc.scanned, sc.final, sc.names, sc.where, p),
     )
 
 
@@ -68,7 +58,7 @@ def _per_user_segmented(req: FunnelsRequest, p: Params) -> Sql:
     are computed (so `on` is evaluated on those rows only) and which are sorted with the
     latest copy of a duplicate first, and the later steps' events of the widened range.
     The names of the steps are disjoint, so the two never share a row."""
-    sc = scope(req, p)
+    sc = funnel_scan(req, p)
     assert sc.on_keys is not None
     n = len(req.funnel.steps)
     later_names = sorted({name for step in req.funnel.steps[1:] for name in step.names})
@@ -77,17 +67,7 @@ def _per_user_segmented(req: FunnelsRequest, p: Params) -> Sql:
         "SELECT distinct_id, event AS name, insert_id AS iid, toUnixTimestamp64Milli(time) AS ms, "
         "toUnixTimestamp64Milli(ingested_at) AS ing, toUInt8(0) AS step, {} AS keys FROM {}",
         sc.on_keys,
-        events_scan(
-            sc.final,
-            sql(
-                "project_id = {} AND time >= {} AND time < {} AND {} AND distinct_id != ''",
-                sc.project_id,
-                sc.start,
-                sc.end,
-                event_filter(list(req.funnel.steps[0].names), p),
-            ),
-            sql("{} AND {}", step_condition(req, 0, p), sc.where),
-        ),
+        events_scan(sc.entries, sc.final, event_filter(list(req.funnel.steps[0].names), p), sql("{} AND {}", step_condition(req, 0, p), sc.where), p),
     )
     if n == 1:
         rows = step0
@@ -100,17 +80,7 @@ def _per_user_segmented(req: FunnelsRequest, p: Params) -> Sql:
             "SELECT distinct_id, '' AS name, '' AS iid, toUnixTimestamp64Milli(time) AS ms, "
             "toInt64(0) AS ing, {} AS step, CAST([], 'Array(Nullable(String))') AS keys FROM {}",
             step_of,
-            events_scan(
-                sc.final,
-                sql(
-                    "project_id = {} AND time >= {} AND time <= {} AND {} AND distinct_id != ''",
-                    sc.project_id,
-                    sc.scan_lo,
-                    sc.scan_hi,
-                    event_filter(later_names, p),
-                ),
-                sc.where,
-            ),
+            events_scan(sc.scanned, sc.final, event_filter(later_names, p), sc.where, p),
         )
         rows = sql("{} UNION ALL {}", step0, rest)
     return sql(

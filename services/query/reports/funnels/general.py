@@ -12,10 +12,10 @@ whose steps share no event.
 
 from __future__ import annotations
 
-from services.query.reports._common import bucket_date_of_ms
-from services.query.reports.funnels._common import GRACE_MS, Query, aggregate, events_scan, scope, step_condition
-from services.query.reports.funnels.request import FunnelsRequest
-from services.query.sql import Params, Sql, join, number, sql
+from footfall.services.query.reports._common import bucket_date_of_ms
+from footfall.services.query.reports.funnels._common import GRACE_MS, Query, aggregate, events_scan, funnel_scan, step_condition
+from footfall.services.query.reports.funnels.request import FunnelsRequest
+from footfall.shared.sql import Params, Sql, join, number, sql
 
 __all__ = ["build_general"]
 
@@ -38,7 +38,7 @@ def _chain(req: FunnelsRequest, p: Params) -> Sql:
 
 def build_general(req: FunnelsRequest) -> Query:
     p = Params()
-    sc = scope(req, p)
+    sc = funnel_scan(req, p)
     n = len(req.funnel.steps)
     mask = join(
         " + ", [sql("bitShiftLeft(toUInt64({}), {})", step_condition(req, k, p), number(k)) for k in range(n)]
@@ -66,17 +66,7 @@ def build_general(req: FunnelsRequest) -> Query:
         seg_item,
         mask,
         seg_row,
-        events_scan(
-            True,
-            sql(
-                "project_id = {} AND time >= {} AND time <= {} AND {} AND distinct_id != ''",
-                sc.project_id,
-                sc.scan_lo,
-                sc.scan_hi,
-                sc.names,
-            ),
-            sc.where,
-        ),
+        events_scan(sc.scanned, True, sc.names, sc.where, p),
     )
     per_user = sql(
         "SELECT arrayMap(x -> x.1, ev) AS ts, arrayMap(x -> x.4, ev) AS m{}, "

@@ -38,10 +38,10 @@ duplicate's latest properties decide.
 
 from __future__ import annotations
 
-from services.query.reports.funnels._common import COLUMNS, GRACE_MS, Query
-from services.query.reports.funnels.disjoint import build_disjoint
-from services.query.reports.funnels.general import build_general
-from services.query.reports.funnels.request import FunnelsRequest
+from footfall.services.query.reports.funnels._common import COLUMNS, GRACE_MS, Query
+from footfall.services.query.reports.funnels.disjoint import build_disjoint
+from footfall.services.query.reports.funnels.general import build_general
+from footfall.services.query.reports.funnels.request import FunnelsRequest
 
 __all__ = ["COLUMNS", "GRACE_MS", "Query", "build", "is_disjoint"]
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from services.query.errors import ParamError
-from services.query.expr.typed import TNode
-from services.query.params import Params
-from services.query.reports._common import (
+from footfall.shared.errors import ParamError
+from footfall.shared.expr.typed import TNode
+from footfall.services.query.params import Params
+from footfall.services.query.reports._common import (
     Timeline,
     check_text,
     read_dates,
@@ -24,7 +24,7 @@ from services.query.reports._common import (
     read_limit,
     timeline_for_dates,
 )
-from shared.saved import LENGTH_UNITS, MAX_WINDOW_SECONDS, FunnelDefinition, SavedFunnel
+from footfall.shared.saved import LENGTH_UNITS, MAX_WINDOW_SECONDS, FunnelDefinition, SavedFunnel
 
 __all__ = ["BUCKET_UNITS", "DEFAULT_LIMIT", "FunnelsRequest", "parse_request"]
 

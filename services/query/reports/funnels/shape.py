@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from services.query.reports.funnels.request import FunnelsRequest
+from footfall.services.query.reports.funnels.request import FunnelsRequest
 
 __all__ = ["shape", "step_rows"]
 

@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from services.query.errors import ParamError
-from services.query.params import Params
-from services.query.reports import frequency, insights, retention, stream
-from services.query.reports.funnels import build, parse_request, shape
-from services.query.reports.funnels.query import is_disjoint
-from services.query.sql import render
-from shared.saved import SavedFunnel, parse_funnel
+from footfall.shared.errors import ParamError
+from footfall.services.query.params import Params
+from footfall.services.query.reports import frequency, insights, retention, stream
+from footfall.services.query.reports.funnels import build, parse_request, shape
+from footfall.services.query.reports.funnels.query import is_disjoint
+from footfall.shared.sql import render
+from footfall.shared.saved import SavedFunnel, parse_funnel
 
 NOW = datetime(2024, 3, 20, tzinfo=UTC)
 MARKER = "Zq7Marker"  # request text that must never reach the SQL

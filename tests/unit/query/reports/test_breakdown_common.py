@@ -9,10 +9,10 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from services.query.errors import ParamError
-from services.query.params import Params
-from services.query.reports import _common, events, properties, segmentation
-from services.query.reports._common import Scope, timeline_back_from_now, timeline_for_dates
+from footfall.shared.errors import ParamError
+from footfall.services.query.params import Params
+from footfall.services.query.reports import _common, events, properties, segmentation
+from footfall.services.query.reports._common import Scope, timeline_back_from_now, timeline_for_dates
 
 
 def keys_by_brute_force(first: date, last: date, tz: str, unit: str) -> list[str]:
@@ -91,9 +91,9 @@ def test_timeline_reading() -> None:
 
 def test_mv_covers() -> None:
     day = timeline_for_dates(date(2024, 4, 7), date(2024, 4, 7), "Australia/Lord_Howe", "hour")
-    assert _common.mv_covers(Scope.of(1, day), day)
+    assert _common.mv_covers(_common.scope_of(1, day), day)
     minute = timeline_for_dates(date(2024, 4, 7), date(2024, 4, 7), "UTC", "minute")
-    assert not _common.mv_covers(Scope.of(1, minute), minute)
+    assert not _common.mv_covers(_common.scope_of(1, minute), minute)
     t = datetime(2024, 4, 7, 10, 1, tzinfo=UTC)
     assert not _common.mv_covers(Scope(1, t, t + timedelta(minutes=20)), None)  # no whole quarter hour
 

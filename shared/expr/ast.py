@@ -1,7 +1,7 @@
 """The source AST: what the text says, before any meaning is attached.
 
 Frozen dataclasses; every node has a `span` (0-based [start, end) character offsets).
-`check()` turns this tree into the typed tree of `services.query.expr.typed`.
+`check()` turns this tree into the typed tree of `shared.expr.typed`.
 """
 
 from __future__ import annotations

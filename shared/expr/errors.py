@@ -7,16 +7,16 @@ short description of what the parser wanted there.
 
 from __future__ import annotations
 
-from services.query.errors import QueryError
+from footfall.shared.errors import ParamError
 
 __all__ = ["ExprError", "ExprLimitError", "ExprSyntaxError", "ExprTypeError"]
 
 
-class ExprError(QueryError):
+class ExprError(ParamError):
     """Root of the expression errors. `status` is 400."""
 
     def __init__(self, message: str, *, position: int | None = None, expected: str | None = None) -> None:
-        super().__init__(400, message)
+        super().__init__(message)
         self.position = position
         self.expected = expected
 

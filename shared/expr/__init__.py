@@ -40,10 +40,10 @@ tests/conformance/expr_semantics.json pin each of them):
 * `user[...]` and `behaviors[...]` are a 400 in event expressions for now.
 """
 
-from services.query.expr.check import check_expr
-from services.query.expr.compile import OnSql, compile_number, compile_on, compile_where
-from services.query.expr.errors import ExprError, ExprLimitError, ExprSyntaxError, ExprTypeError
-from services.query.expr.parser import parse_expr
+from footfall.shared.expr.check import check_expr
+from footfall.shared.expr.compile import OnSql, compile_number, compile_on, compile_where
+from footfall.shared.expr.errors import ExprError, ExprLimitError, ExprSyntaxError, ExprTypeError
+from footfall.shared.expr.parser import parse_expr
 
 __all__ = [
     "ExprError",

@@ -18,20 +18,10 @@ are distinct sets, running it again, or racing it with inserts that the view alr
 counted, can never count an event twice.
 """
 
+from footfall.shared.schema.catalog import EVENT_COUNTS_15M
+
 STATEMENTS = [
-    """
-    CREATE TABLE IF NOT EXISTS event_counts_15m
-    (
-        project_id  UInt64,
-        event       LowCardinality(String),
-        quarter     DateTime('UTC'),
-        events      AggregateFunction(uniqExact, FixedString(16)),
-        users       AggregateFunction(uniqExact, String)
-    )
-    ENGINE = AggregatingMergeTree
-    PARTITION BY toYYYYMM(quarter)
-    ORDER BY (project_id, event, quarter)
-    """,
+    EVENT_COUNTS_15M.create_statement(),
     """
     CREATE MATERIALIZED VIEW IF NOT EXISTS event_counts_15m_mv TO event_counts_15m AS
     SELECT

@@ -29,8 +29,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from services.query.expr.typed import Kind, Kinds
-from services.query.sql import Params, Sql, column, join, number, sql
+from footfall.shared.expr.typed import Kind, Kinds
+from footfall.shared.sql import Params, Sql, column, join, number, sql
 
 __all__ = [
     "Cond",

@@ -45,7 +45,7 @@ class Sql:
 
     def __post_init__(self) -> None:
         if self._token is not _TOKEN:
-            raise TypeError("Sql fragments are made by services.query.sql builders only")
+            raise TypeError("Sql fragments are made by footfall.shared.sql builders only")
         if len(self.text) > MAX_SQL_CHARS:
             raise SqlSizeError(f"SQL fragment longer than {MAX_SQL_CHARS} characters")
 

@@ -15,9 +15,9 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Literal
 
-from services.query.expr import ast
-from services.query.expr.errors import ExprTypeError
-from services.query.expr.typed import (
+from footfall.shared.expr import ast
+from footfall.shared.expr.errors import ExprTypeError
+from footfall.shared.expr.typed import (
     SCALARS,
     Apply,
     B,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from services.query.sql.sql import Sql
+from footfall.shared.sql.sql import Sql
 
 __all__ = ["render"]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from services.query.expr.ast import Span
+from footfall.shared.expr.ast import Span
 
 __all__ = [
     "ALL_JSON",
@@ -122,7 +122,7 @@ class Prop:
 class Column:
     """A property that lives in its own column (`time`, `distinct_id`, `$insert_id`)."""
 
-    column: str  # a catalog name from services.query.sql.ident
+    column: str  # a catalog name from shared.sql.ident
     kind: Kind
     span: Span
 

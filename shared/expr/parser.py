@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import cast
 
-from services.query.expr.ast import (
+from footfall.shared.expr.ast import (
     Accessor,
     AccessorSource,
     Binary,
@@ -39,9 +39,9 @@ from services.query.expr.ast import (
     StringLit,
     Unary,
 )
-from services.query.expr.errors import ExprLimitError, ExprSyntaxError
-from services.query.expr.lexer import tokenize
-from services.query.expr.tokens import Token, TokenKind
+from footfall.shared.expr.errors import ExprLimitError, ExprSyntaxError
+from footfall.shared.expr.lexer import tokenize
+from footfall.shared.expr.tokens import Token, TokenKind
 
 __all__ = ["MAX_DEPTH", "MAX_TEXT", "parse_expr"]
 

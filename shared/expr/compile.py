@@ -20,12 +20,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from services.query.expr import ast
-from services.query.expr.check import check_expr
-from services.query.expr.errors import ExprLimitError
-from services.query.expr.lower import Lowerer
-from services.query.expr.typed import Apply, Column, Const, Kind, ListOf, Prop, TNode
-from services.query.expr.values import (
+from footfall.shared.expr import ast
+from footfall.shared.expr.check import check_expr
+from footfall.shared.expr.errors import ExprLimitError
+from footfall.shared.expr.lower import Lowerer
+from footfall.shared.expr.typed import Apply, Column, Const, Kind, ListOf, Prop, TNode
+from footfall.shared.expr.values import (
     NULL_STRING,
     Cond,
     Val,
@@ -37,7 +37,7 @@ from services.query.expr.values import (
     num_text,
     s_as,
 )
-from services.query.sql import Params, Sql, SqlSizeError, sql
+from footfall.shared.sql import Params, Sql, SqlSizeError, sql
 
 __all__ = ["MAX_COMPILED_SQL", "OnSql", "compile_number", "compile_on", "compile_where"]
 

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from services.query.expr.check import DATETIME_MAX, DATETIME_MIN, MILLIS_FROM
-from services.query.expr.typed import (
+from footfall.shared.expr.check import DATETIME_MAX, DATETIME_MIN, MILLIS_FROM
+from footfall.shared.expr.typed import (
     SCALARS,
     Apply,
     B,
@@ -41,7 +41,7 @@ from services.query.expr.typed import (
     U,
     Z,
 )
-from services.query.expr.values import (
+from footfall.shared.expr.values import (
     Cond,
     Val,
     and_,
@@ -67,7 +67,7 @@ from services.query.expr.values import (
     scalar_key,
     string_equals,
 )
-from services.query.sql import Params, Sql, column, join, local, number, sql
+from footfall.shared.sql import Params, Sql, column, join, local, number, sql
 
 __all__ = ["PACK_AT", "Lowerer"]
 

@@ -11,7 +11,7 @@ import math
 import re
 from typing import Any
 
-from services.query.sql.sql import Sql, _unchecked
+from footfall.shared.sql.sql import Sql, _unchecked
 
 __all__ = ["Params"]
 

@@ -1,4 +1,4 @@
-"""Apply the numbered migrations in `shared/warehouse/migrations/` once each, in order."""
+"""Apply the numbered migrations in `footfall.shared.schema.migrations` once each, in order."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 
 import structlog
 
-from shared.warehouse import migrations
-from shared.warehouse.client import Warehouse
+from footfall.shared.schema import migrations
+from footfall.shared.warehouse.client import Warehouse
 
 log = structlog.get_logger(__name__)
 

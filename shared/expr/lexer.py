@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from services.query.expr.errors import ExprSyntaxError
-from services.query.expr.tokens import KEYWORDS, Token, TokenKind
+from footfall.shared.expr.errors import ExprSyntaxError
+from footfall.shared.expr.tokens import KEYWORDS, Token, TokenKind
 
 __all__ = ["tokenize"]
 

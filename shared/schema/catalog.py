@@ -1,0 +1,230 @@
+"""The catalog: every warehouse table, its columns and their ClickHouse types, written once.
+
+Migrations render their `CREATE TABLE` statements from it (`Table.create_statement`), the
+stream row builders fill its columns in its order (`Table.column_names`), and the SQL
+layer takes identifiers only from it (`footfall.shared.sql.ident`, `footfall.shared.sql.scope`).
+
+A table is a *tenant* table when each row belongs to one project: the SQL layer reads it
+only through a source built from a `Scope`, which writes the project guard (and, for a
+time-ordered table, the time range) itself. Every tenant table's sorting key starts with
+`project_id`, so the guard is also what the primary index prunes by.
+
+A column added later is added here *and* by a migration (`ALTER TABLE … ADD COLUMN IF NOT
+EXISTS`), so that a new store created from the catalog and an old one upgraded by the
+migrations end up alike.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import MappingProxyType
+
+__all__ = [
+    "EVENTS",
+    "EVENT_COUNTS_15M",
+    "PROJECTS",
+    "PROJECT_CREDENTIALS",
+    "SAVED_FUNNELS",
+    "SAVED_REPORTS",
+    "SERVICE_ACCOUNTS",
+    "SERVICE_ACCOUNT_PROJECTS",
+    "TABLES",
+    "Column",
+    "Table",
+]
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str
+    codec: str | None = None
+    default: str | None = None
+
+    def definition(self) -> str:
+        text = f"{self.name} {self.type}"
+        if self.default is not None:
+            text += f" DEFAULT {self.default}"
+        if self.codec is not None:
+            text += f" CODEC({self.codec})"
+        return text
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    columns: tuple[Column, ...]
+    engine: str
+    order_by: str
+    partition_by: str | None = None
+    tenant: bool = True  # one project per row: read only through a scoped source
+    time_column: str | None = None  # time-ordered: every read also carries a time range
+
+    def __post_init__(self) -> None:
+        names = self.column_names
+        if len(set(names)) != len(names):
+            raise ValueError(f"{self.name}: duplicate column names")
+        if self.tenant and not self.order_by.startswith("(project_id") and self.order_by != "project_id":
+            raise ValueError(f"{self.name}: a tenant table's sorting key must start with project_id")
+        if self.time_column is not None and self.time_column not in names:
+            raise ValueError(f"{self.name}: unknown time column {self.time_column}")
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+    @property
+    def types(self) -> MappingProxyType[str, str]:
+        return MappingProxyType({c.name: c.type for c in self.columns})
+
+    def create_statement(self) -> str:
+        columns = ",\n    ".join(c.definition() for c in self.columns)
+        partition = f"\nPARTITION BY {self.partition_by}" if self.partition_by else ""
+        return (
+            f"CREATE TABLE IF NOT EXISTS {self.name}\n(\n    {columns}\n)\n"
+            f"ENGINE = {self.engine}{partition}\nORDER BY {self.order_by}"
+        )
+
+
+_UTC_MS = "DateTime64(3, 'UTC')"
+_UTC_US = "DateTime64(6, 'UTC')"
+
+# Events (m0001). ReplacingMergeTree over the full dedup identity: rows with the same
+# sorting key are duplicates and merges keep the most recently ingested copy.
+EVENTS = Table(
+    "events",
+    (
+        Column("project_id", "UInt64"),
+        Column("time", _UTC_MS),
+        Column("event", "LowCardinality(String)"),
+        Column("distinct_id", "String"),
+        Column("insert_id", "String"),
+        Column("properties", "String", codec="ZSTD(1)"),
+        Column("city", "LowCardinality(String)"),
+        Column("region", "LowCardinality(String)"),
+        Column("country_code", "LowCardinality(String)"),
+        Column("dedup_hash", "FixedString(16)"),
+        Column("ingested_at", _UTC_MS),
+    ),
+    engine="ReplacingMergeTree(ingested_at)",
+    partition_by="toYYYYMM(time)",
+    order_by="(project_id, toDate(time), event, distinct_id, time, insert_id)",
+    time_column="time",
+)
+
+# Exact per-quarter-hour distinct sets of events and users (m0003).
+EVENT_COUNTS_15M = Table(
+    "event_counts_15m",
+    (
+        Column("project_id", "UInt64"),
+        Column("event", "LowCardinality(String)"),
+        Column("quarter", "DateTime('UTC')"),
+        Column("events", "AggregateFunction(uniqExact, FixedString(16))"),
+        Column("users", "AggregateFunction(uniqExact, String)"),
+    ),
+    engine="AggregatingMergeTree",
+    partition_by="toYYYYMM(quarter)",
+    order_by="(project_id, event, quarter)",
+    time_column="quarter",
+)
+
+# Metadata (m0002): versioned by `updated_at`, read with FINAL, `deleted` rows skipped.
+PROJECTS = Table(
+    "projects",
+    (
+        Column("project_id", "UInt64"),
+        Column("name", "String"),
+        Column("timezone", "String"),
+        Column("created_at", _UTC_MS),
+        Column("updated_at", _UTC_MS),
+        Column("deleted", "UInt8", default="0"),
+    ),
+    engine="ReplacingMergeTree(updated_at)",
+    order_by="project_id",
+    tenant=False,  # the directory of projects itself: read by the credential layer
+)
+
+PROJECT_CREDENTIALS = Table(
+    "project_credentials",
+    (
+        Column("project_id", "UInt64"),
+        Column("kind", "LowCardinality(String)"),
+        Column("lookup", "String"),
+        Column("secret_hash", "String"),
+        Column("created_at", _UTC_MS),
+        Column("updated_at", _UTC_MS),
+        Column("deleted", "UInt8", default="0"),
+    ),
+    engine="ReplacingMergeTree(updated_at)",
+    order_by="(project_id, kind, lookup)",
+    tenant=False,  # looked up across projects by keyed hash: that is how a request finds its project
+)
+
+SERVICE_ACCOUNTS = Table(
+    "service_accounts",
+    (
+        Column("sa_id", "UInt64"),
+        Column("organization_id", "UInt64"),
+        Column("username", "String"),
+        Column("secret_hash", "String"),
+        Column("created_at", _UTC_MS),
+        Column("expires_at", f"Nullable({_UTC_MS})"),
+        Column("updated_at", _UTC_MS),
+        Column("deleted", "UInt8", default="0"),
+    ),
+    engine="ReplacingMergeTree(updated_at)",
+    order_by="sa_id",
+    tenant=False,
+)
+
+SERVICE_ACCOUNT_PROJECTS = Table(
+    "service_account_projects",
+    (
+        Column("sa_id", "UInt64"),
+        Column("project_id", "UInt64"),
+        Column("role", "LowCardinality(String)"),
+        Column("updated_at", _UTC_MS),
+        Column("deleted", "UInt8", default="0"),
+    ),
+    engine="ReplacingMergeTree(updated_at)",
+    order_by="(sa_id, project_id)",
+    tenant=False,
+)
+
+
+def _saved(name: str) -> Table:
+    """Saved funnels and reports (m0004): one versioned row per item; `body` is JSON text."""
+    return Table(
+        name,
+        (
+            Column("project_id", "UInt64"),
+            Column("item_id", "UInt64"),
+            Column("name", "String"),
+            Column("body", "String"),
+            Column("created_at", _UTC_US),
+            Column("updated_at", _UTC_US),
+            Column("deleted", "UInt8", default="0"),
+        ),
+        engine="ReplacingMergeTree(updated_at)",
+        order_by="(project_id, item_id)",
+    )
+
+
+SAVED_FUNNELS = _saved("saved_funnels")
+SAVED_REPORTS = _saved("saved_reports")
+
+TABLES = MappingProxyType(
+    {
+        t.name: t
+        for t in (
+            EVENTS,
+            EVENT_COUNTS_15M,
+            PROJECTS,
+            PROJECT_CREDENTIALS,
+            SERVICE_ACCOUNTS,
+            SERVICE_ACCOUNT_PROJECTS,
+            SAVED_FUNNELS,
+            SAVED_REPORTS,
+        )
+    }
+)
