@@ -30,6 +30,7 @@ async def sink_only(bootstrap: str, prefix: str, seconds: float, concurrency: in
     from footfall.services.gateway.kafka_sink import KafkaSink
     from footfall.shared.config import ImportLimits, Settings
     from footfall.shared.events import validate_batch
+    from footfall.shared.streams import EVENTS
 
     settings = Settings.from_env({}, kafka_bootstrap=bootstrap, kafka_topic_prefix=prefix)
     sink = KafkaSink(settings)
@@ -47,7 +48,7 @@ async def sink_only(bootstrap: str, prefix: str, seconds: float, concurrency: in
     async def loop() -> None:
         nonlocal published
         while time.perf_counter() < deadline:
-            await sink.publish(events)
+            await sink.publish(EVENTS, events)
             published += len(events)
 
     started = time.perf_counter()

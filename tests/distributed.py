@@ -167,7 +167,7 @@ class Cluster:
 
     @property
     def dlq_topic(self) -> str:
-        return f"{self.prefix}events.dlq"
+        return f"{self.prefix}footfall.dlq"
 
     @property
     def group(self) -> str:

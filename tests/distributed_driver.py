@@ -29,6 +29,7 @@ from footfall.shared.events import Event
 from footfall.shared.logging import configure_logging
 from footfall.shared.metadata import MetadataRepository
 from footfall.shared.schema import apply_migrations
+from footfall.shared.streams import EVENTS
 from footfall.shared.warehouse import ClickHouseWarehouse, WarehouseError, open_warehouse
 from tests.distributed import group_lag, wait_caught_up
 
@@ -113,7 +114,7 @@ async def rebalance(args: argparse.Namespace) -> dict[str, Any]:
         total, per, rounds = 0, 500, 24
         stopped_at = -1
         for r in range(rounds):
-            await sink.publish(make_events(per, start=r * per))
+            await sink.publish(EVENTS, make_events(per, start=r * per))
             total += per
             if r == rounds // 3:
                 await until(lambda: group.consumers[1].last_batch_at is not None, 20, "consumer 1 working")
@@ -122,7 +123,7 @@ async def rebalance(args: argparse.Namespace) -> dict[str, Any]:
             await asyncio.sleep(0.05)
         await until(lambda: covered(group, [0, 2]), 40, "the two left covering every partition")
         after = partitions_of(group)
-        await wait_caught_up(settings.kafka_bootstrap, group.topics.workers_group, group.topics.raw, 60)
+        await wait_caught_up(settings.kafka_bootstrap, group.topics.workers_group, group.topics.of(EVENTS), 60)
     finally:
         await sink.stop()
         await group.stop()
@@ -163,22 +164,22 @@ async def warehouse_outage(args: argparse.Namespace) -> dict[str, Any]:
     await group.start()
     await until(lambda: covered(group, [0, 1]), 40, "consumers assigned")
     n = 3000
-    await sink.publish(make_events(n))
+    await sink.publish(EVENTS, make_events(n))
     await until(lambda: flaky.failed_inserts >= 3, 30, "insert retries")
-    lag_down = sum((await group_lag(settings.kafka_bootstrap, group.topics.workers_group, group.topics.raw)).values())
+    lag_down = sum((await group_lag(settings.kafka_bootstrap, group.topics.workers_group, group.topics.of(EVENTS))).values())
     rows_down = counts(inner)["rows"]
     retries = metrics.WORKER_INSERT_RETRIES._value.get()  # type: ignore[attr-defined]
     stop_started = time.monotonic()
     await group.stop()  # SIGTERM during the outage: abandon, commit nothing
     stop_seconds = time.monotonic() - stop_started
-    lag_after_stop = sum((await group_lag(settings.kafka_bootstrap, group.topics.workers_group, group.topics.raw)).values())
+    lag_after_stop = sum((await group_lag(settings.kafka_bootstrap, group.topics.workers_group, group.topics.of(EVENTS))).values())
 
     flaky.down = False
     group2 = build_worker_group(settings, flaky, Enricher(None), consumers=2)  # type: ignore[arg-type]
     await group2.start()
     try:
-        await sink.publish(make_events(500, start=n))
-        await wait_caught_up(settings.kafka_bootstrap, group2.topics.workers_group, group2.topics.raw, 60)
+        await sink.publish(EVENTS, make_events(500, start=n))
+        await wait_caught_up(settings.kafka_bootstrap, group2.topics.workers_group, group2.topics.of(EVENTS), 60)
     finally:
         await group2.stop()
         await sink.stop()

@@ -9,13 +9,13 @@ from starlette.applications import Starlette
 from starlette.routing import Route
 
 from footfall.services.gateway.import_ import ImportEndpoint
-from footfall.services.gateway.sinks import EventSink
+from footfall.services.gateway.sinks import Sink
 from footfall.shared.auth import Authenticator
 from footfall.shared.config import ImportLimits
 from footfall.shared.web import build_starlette
 
 
-def import_routes(authenticator: Authenticator, sink: EventSink, limits: ImportLimits) -> list[Route]:
+def import_routes(authenticator: Authenticator, sink: Sink, limits: ImportLimits) -> list[Route]:
     endpoint = ImportEndpoint(authenticator, sink, limits)
     return [
         Route("/import", endpoint.handle, methods=["POST", "GET"]),
@@ -23,7 +23,7 @@ def import_routes(authenticator: Authenticator, sink: EventSink, limits: ImportL
     ]
 
 
-def build_app(authenticator: Authenticator, sink: EventSink, limits: ImportLimits) -> Starlette:
+def build_app(authenticator: Authenticator, sink: Sink, limits: ImportLimits) -> Starlette:
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await sink.start()

@@ -25,11 +25,12 @@ from footfall.services.gateway.decode import (
 )
 from footfall.shared.errors import FootfallError
 from footfall.services.gateway.responses import json_error, legacy_result, strict_result
-from footfall.services.gateway.sinks import EventSink
+from footfall.services.gateway.sinks import Sink
 from footfall.shared import metrics
 from footfall.shared.auth import Authenticator, AuthError
 from footfall.shared.config import ImportLimits
 from footfall.shared.events import Event, Failure, validate_batch
+from footfall.shared.streams import EVENTS
 
 log = structlog.get_logger(__name__)
 
@@ -41,7 +42,7 @@ _WIRE_SLACK = 1.05
 @dataclass
 class ImportEndpoint:
     authenticator: Authenticator
-    sink: EventSink
+    sink: Sink
     limits: ImportLimits
 
     async def handle(self, request: Request) -> Response:
@@ -65,7 +66,7 @@ class ImportEndpoint:
             if len(decoded.items) > self.limits.max_events_per_request:
                 raise too_many(len(decoded.items), self.limits.max_events_per_request)
             events, failures = self._validate(decoded, principal.project_id, strict)
-            await self.sink.publish(events)
+            await self.sink.publish(EVENTS, events)
         except AuthError as exc:
             return self._error(exc.status, exc.message, legacy=legacy, verbose=verbose)
         except FootfallError as exc:

@@ -1,11 +1,13 @@
-"""`KafkaSink`: publish a request's accepted events to `events.raw` and return only after
-the broker acknowledged every one of them (acks=all, idempotent producer).
+"""`KafkaSink`: publish a request's accepted items to their stream's topic (`events.raw`, …)
+and return only after the broker acknowledged every one of them (acks=all, idempotent
+producer).
 
 Throughput: the events of a request are grouped per partition into producer batches
 (`create_batch`/`send_batch`) instead of one `send()` per event — one future per
 partition batch rather than per event, which is what lifts one gateway process past
 30k events/s. Partitions are chosen with the Java client's murmur2 partitioner on the
-`project_id:distinct_id` key, so any producer agrees on where a user's events live.
+stream's partition key (events: `project_id:distinct_id`), so any producer agrees on where
+a user's items live.
 
 Failure: broker unreachable, a refused batch, or no ack within
 `settings.kafka_publish_timeout` → `UnavailableError` (503 + Retry-After). Events
@@ -14,7 +16,7 @@ duplicates, which the workers' dedup layers remove. Never a 200 for an unacknowl
 event. When a batch fails (expired, refused) the producer is replaced by a fresh one (a
 new producer id): an idempotent producer whose batches expired during an outage would
 otherwise answer every later send with OutOfOrderSequenceNumber, for good. Past
-MAX_INFLIGHT_EVENTS waiting for acks, requests are refused at once (503) so that an
+MAX_INFLIGHT_ITEMS waiting for acks, requests are refused at once (503) so that an
 overloaded gateway keeps acknowledging at capacity instead of timing everything out.
 """
 
@@ -23,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import time
 from functools import lru_cache
+from typing import TypeVar
 
 import structlog
 from aiokafka import AIOKafkaProducer
@@ -33,16 +36,18 @@ from aiokafka.partitioner import murmur2
 from footfall.shared.errors import UnavailableError
 from footfall.shared import metrics
 from footfall.shared.config import Settings
-from footfall.shared.events import Event
-from footfall.shared.kafka import Topics, accepted_header, encode_event, ensure_topics, event_key
+from footfall.shared.kafka import Topics, accepted_header, ensure_topics
+from footfall.shared.streams import Stream
 
 log = structlog.get_logger(__name__)
 
+T = TypeVar("T")
+
 BATCH_BYTES = 512 * 1024  # uncompressed bytes per producer batch (the broker takes 1 MiB records)
 LINGER_MS = 2
-# Events waiting for their ack, over all requests: past this, requests get an immediate 503
+# Items waiting for their ack, over all requests: past this, requests get an immediate 503
 # (≈ 1.5 s of one process's capacity) instead of queueing until every one of them times out.
-MAX_INFLIGHT_EVENTS = 50_000
+MAX_INFLIGHT_ITEMS = 50_000
 # After a failed start, wait this long before trying to connect again (requests get 503 meanwhile).
 RECONNECT_SECONDS = 1.0
 
@@ -72,11 +77,11 @@ class KafkaSink:
         self.timeout = settings.kafka_publish_timeout
         self.compression = best_compression()
         self._producer: AIOKafkaProducer | None = None
-        self._partitions: list[int] = []
+        self._partitions: dict[str, list[int]] = {}  # per topic
         self._lock = asyncio.Lock()
         self._next_attempt = 0.0
         self._closing: set[asyncio.Task[None]] = set()
-        self._inflight = 0  # events handed to the producer and not yet answered
+        self._inflight = 0  # items handed to the producer and not yet answered
 
     @property
     def connected(self) -> bool:
@@ -122,27 +127,27 @@ class KafkaSink:
                 log.warning("kafka_connect_failed", bootstrap=self.bootstrap, error=str(exc)[:500])
                 raise UnavailableError("event broker unavailable, retry with backoff") from exc
             self._producer = producer
-            log.info("kafka_producer_started", topic=self.topics.raw, compression=self.compression,
-                     partitions=len(self._partitions))
+            log.info("kafka_producer_started", topics=sorted(self._partitions), compression=self.compression)
             return producer
 
     async def _open(self, producer: AIOKafkaProducer) -> None:
         await ensure_topics(self.bootstrap, self.topics, timeout_ms=int(self.timeout * 1000))
         await producer.start()
-        self._partitions = sorted(await producer.partitions_for(self.topics.raw))
+        for topic in self.topics.streams:
+            self._partitions[topic] = sorted(await producer.partitions_for(topic))
 
-    async def publish(self, events: list[Event]) -> None:
-        if not events:
+    async def publish(self, stream: Stream[T], items: list[T]) -> None:
+        if not items:
             return
-        if self._inflight + len(events) > MAX_INFLIGHT_EVENTS:
+        if self._inflight + len(items) > MAX_INFLIGHT_ITEMS:
             # Shed load at once rather than queue requests until they all time out.
             metrics.KAFKA_PUBLISH_FAILURES.labels("overload").inc()
             raise UnavailableError("gateway busy, retry with backoff", retry_after=1)
         producer = await self._connected()
         started = time.perf_counter()
-        self._inflight += len(events)
+        self._inflight += len(items)
         try:
-            futures = await asyncio.wait_for(self._submit(producer, events), self.timeout)
+            futures = await asyncio.wait_for(self._submit(producer, stream, items), self.timeout)
             remaining = self.timeout - (time.perf_counter() - started)
             await asyncio.wait_for(asyncio.gather(*futures), max(remaining, 0.001))
         except TimeoutError as exc:
@@ -154,24 +159,25 @@ class KafkaSink:
             self._discard(producer, type(exc).__name__)
             raise UnavailableError("event broker refused the events, retry with backoff") from exc
         finally:
-            self._inflight -= len(events)
+            self._inflight -= len(items)
         metrics.PUBLISH_SECONDS.observe(time.perf_counter() - started)
-        metrics.KAFKA_EVENTS_PUBLISHED.inc(len(events))
+        metrics.KAFKA_EVENTS_PUBLISHED.inc(len(items))
 
-    async def _submit(self, producer: AIOKafkaProducer, events: list[Event]) -> list[asyncio.Future[object]]:
-        """Group the events into per-partition batches and hand them to the producer."""
-        topic = self.topics.raw
-        partitions = self._partitions
+    async def _submit(self, producer: AIOKafkaProducer, stream: Stream[T], items: list[T]) -> list[asyncio.Future[object]]:
+        """Group the items into per-partition batches and hand them to the producer."""
+        topic = self.topics.of(stream)
+        partitions = self._partitions.get(topic, [])
         known = await producer.partitions_for(topic)  # cached metadata; picks up added partitions
         if len(known) != len(partitions):
-            partitions = self._partitions = sorted(known)
+            partitions = self._partitions[topic] = sorted(known)
         n = len(partitions)
         headers = accepted_header(int(time.time() * 1000))
         open_batches: dict[int, object] = {}
         futures: list[asyncio.Future[object]] = []
-        for event in events:
-            key = event_key(event)
-            value = encode_event(event)
+        key_of, encode = stream.partition_key, stream.encode
+        for item in items:
+            key = key_of(item)
+            value = encode(item)
             partition = partitions[_key_hash(key) % n]
             batch = open_batches.get(partition)
             if batch is None:

@@ -1,41 +1,49 @@
-"""Where accepted events go. `publish()` returns only once the events are durable; if it
-cannot guarantee that it raises `UnavailableError` and the client gets a 503.
+"""Where accepted items go. `publish(stream, items)` returns only once the items are durable;
+if it cannot guarantee that it raises `UnavailableError` and the client gets a 503.
 
-Implementations: `MemorySink` (tests), `KafkaSink` (`services.gateway.kafka_sink`, the
-distributed shape) and `EmbeddedSink` (`services.standalone.sink`, inline storage).
+Implementations: `MemorySink` (tests), `KafkaSink` (`footfall.services.gateway.kafka_sink`,
+the distributed shape) and `EmbeddedSink` (`footfall.services.standalone.sink`, inline
+storage). Every one takes any `Stream`; none knows what an event is.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
+from footfall.shared.errors import UnavailableError
 from footfall.shared.events import Event
+from footfall.shared.streams import EVENTS, Stream
+
+T = TypeVar("T")
 
 
-class EventSink(Protocol):
+class Sink(Protocol):
     async def start(self) -> None: ...
 
-    async def publish(self, events: list[Event]) -> None: ...
+    async def publish(self, stream: Stream[T], items: list[T]) -> None: ...
 
     async def stop(self) -> None: ...
 
 
 class MemorySink:
-    """Keeps published events in a list; `fail` makes it behave like an unreachable broker."""
+    """Keeps published items per stream; `fail` makes it behave like an unreachable broker."""
 
     def __init__(self) -> None:
-        self.events: list[Event] = []
+        self.published: dict[str, list[Any]] = {}
         self.fail = False
 
     async def start(self) -> None:
         return None
 
-    async def publish(self, events: list[Event]) -> None:
-        from footfall.shared.errors import UnavailableError
-
+    async def publish(self, stream: Stream[T], items: list[T]) -> None:
         if self.fail:
             raise UnavailableError()
-        self.events.extend(events)
+        self.published.setdefault(stream.name, []).extend(items)
 
     async def stop(self) -> None:
         return None
+
+    @property
+    def events(self) -> list[Event]:
+        """What was published to the events stream."""
+        return self.published.setdefault(EVENTS.name, [])

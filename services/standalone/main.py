@@ -14,7 +14,7 @@ from starlette.applications import Starlette
 from footfall.services.app.bootstrap import BOOTSTRAP_FILE, bootstrap_if_empty
 from footfall.services.app.saved import saved_routes
 from footfall.services.gateway.app import import_routes
-from footfall.services.gateway.sinks import EventSink
+from footfall.services.gateway.sinks import Sink
 from footfall.services.query.app import query_routes
 from footfall.services.standalone.sink import EmbeddedSink
 from footfall.services.worker.enrich import Enricher, open_geo_reader
@@ -45,7 +45,7 @@ def open_enricher(settings: Settings) -> Enricher:
     return Enricher(open_geo_reader(settings.geoip_db))
 
 
-def build_embedded(settings: Settings, *, sink: EventSink | None = None) -> Embedded:
+def build_embedded(settings: Settings, *, sink: Sink | None = None) -> Embedded:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     warehouse = open_warehouse(settings.dsn)
     apply_migrations(warehouse)

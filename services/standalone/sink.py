@@ -1,29 +1,28 @@
-"""`EmbeddedSink`: the worker's processing run inline, so `/import` answers after the insert."""
+"""`EmbeddedSink`: the worker's store step run inline, so a request is answered after the insert."""
 
 from __future__ import annotations
 
-import time
+from typing import TypeVar
 
 import structlog
 
+from footfall.services.worker.store import store_batch
 from footfall.shared.errors import UnavailableError
-from footfall.services.worker.enrich import Enricher
-from footfall.services.worker.process import build_batch
-from footfall.services.worker.write import insert_batch
-from footfall.shared import metrics
-from footfall.shared.events import Event
+from footfall.shared.streams import Locator, Stream
 from footfall.shared.warehouse import Warehouse, WarehouseError
 
 log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
 
 
 class EmbeddedSink:
     """Duplicates across requests and restarts are removed by the ReplacingMergeTree and by
     queries that count distinct dedup hashes; inside one request they are dropped here."""
 
-    def __init__(self, warehouse: Warehouse, enricher: Enricher) -> None:
+    def __init__(self, warehouse: Warehouse, locator: Locator) -> None:
         self.warehouse = warehouse
-        self.enricher = enricher
+        self.locator = locator
 
     async def start(self) -> None:
         return None
@@ -31,17 +30,11 @@ class EmbeddedSink:
     async def stop(self) -> None:
         return None
 
-    def _store(self, events: list[Event]) -> None:
-        batch, dropped = build_batch(events, self.enricher, int(time.time() * 1000))
-        if dropped:
-            metrics.DUPLICATES_DROPPED.labels("batch").inc(dropped)
-        insert_batch(self.warehouse, batch)
-
-    async def publish(self, events: list[Event]) -> None:
-        if not events:
+    async def publish(self, stream: Stream[T], items: list[T]) -> None:
+        if not items:
             return
         try:
-            await self.warehouse.run(self._store, events)
+            await self.warehouse.run(store_batch, stream, self.warehouse, self.locator, items)
         except WarehouseError as exc:
-            log.error("embedded_insert_failed", error=str(exc)[:2000])
+            log.error("embedded_insert_failed", stream=stream.name, error=str(exc)[:2000])
             raise UnavailableError("storage unavailable, retry with backoff") from exc

@@ -1,5 +1,8 @@
 """Kafka wiring of a worker consumer: poll → batch → `BatchProcessor` → commit.
 
+One consumer subscribes to every stream's topic; the processor handles each stream's
+records of a batch with that stream's description, so adding a stream touches nothing here.
+
 Why plain aiokafka and not faust-streaming (the issue's first choice): the rules of
 this worker are about *which* offsets get committed and *when*, and faust decides that
 itself:
@@ -53,7 +56,7 @@ class WorkerConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
         name: str,
         *,
         bootstrap: str,
-        topic: str,
+        topics: list[str],
         group: str,
         processor: BatchProcessor,
         batch_size: int,
@@ -61,7 +64,7 @@ class WorkerConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
     ) -> None:
         self.name = name
         self.bootstrap = bootstrap
-        self.topic = topic
+        self.topics = list(topics)
         self.group = group
         self.processor = processor
         self.buffer = BatchBuffer(batch_size, batch_seconds)
@@ -92,7 +95,7 @@ class WorkerConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
 
     async def _open(self) -> AIOKafkaConsumer:
         consumer = self._new_consumer()
-        consumer.subscribe([self.topic], listener=self)
+        consumer.subscribe(self.topics, listener=self)
         try:
             await consumer.start()
         except BaseException:
@@ -104,7 +107,7 @@ class WorkerConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
     async def start(self) -> None:
         await self._open()
         self._task = asyncio.create_task(self._supervise(), name=f"worker-consumer-{self.name}")
-        log.info("worker_consumer_started", consumer=self.name, topic=self.topic, group=self.group)
+        log.info("worker_consumer_started", consumer=self.name, topics=self.topics, group=self.group)
 
     @property
     def running(self) -> bool:

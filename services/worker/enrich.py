@@ -8,7 +8,6 @@ reader is injected, so tests use a database they generate.
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Protocol
 
@@ -17,14 +16,9 @@ import geoip2.errors
 import maxminddb
 import structlog
 
+from footfall.shared.streams import Place
+
 log = structlog.get_logger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class Place:
-    city: str = ""
-    region: str = ""
-    country_code: str = ""
 
 
 NOWHERE = Place()
@@ -113,7 +107,8 @@ def open_geo_reader(path: str) -> GeoReader:
 
 
 class Enricher:
-    """Looks addresses up with a small cache; without a reader it only strips `ip`."""
+    """The streams' `Locator`: looks addresses up with a small cache; without a reader every
+    address is nowhere (and `ip` is still never stored)."""
 
     def __init__(self, reader: GeoReader | None) -> None:
         self.reader = reader

@@ -128,12 +128,12 @@ def build_worker_group(
     topics = topics or Topics.for_prefix(settings.kafka_topic_prefix)
     dedup = open_dedup(settings)
     dead_letters = KafkaDeadLetters(settings.kafka_bootstrap, topics.dlq, timeout=settings.kafka_publish_timeout)
-    processor = BatchProcessor(warehouse, enricher, dedup, dead_letters)
+    processor = BatchProcessor(topics.streams, warehouse, enricher, dedup, dead_letters)
     members = [
         WorkerConsumer(
             str(i),
             bootstrap=settings.kafka_bootstrap,
-            topic=topics.raw,
+            topics=list(topics.streams),
             group=topics.workers_group,
             processor=processor,
             batch_size=settings.worker_batch_size,

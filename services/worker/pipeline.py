@@ -1,24 +1,26 @@
-"""One consumed batch, start to finish, before its offsets may be committed:
+"""One consumed batch, start to finish, before its offsets may be committed.
 
-1. decode each record (`shared.kafka.codec`); what does not decode goes to the
+A batch may hold records of several streams (one consumer subscribes to every stream's
+topic); each stream's records are handled in turn, in the order consumed:
+
+1. decode each record with its stream's codec; what does not decode goes to the
    dead-letter topic with the reason;
-2. look the events' dedup keys up (`DedupStore`); drop those seen recently with the
+2. look the items' dedup keys up (`DedupStore`); drop those seen recently with the
    same content (a retry);
-3. enrich and build the rows (`process.build_batch`, the embedded path's code) and
-   insert them in one statement (`write.insert_batch`), retrying with backoff while
-   the warehouse fails;
+3. store the rest (`store.store_batch`, the embedded path's code: in-batch dedup, rows,
+   one insert), retrying with backoff while the warehouse fails;
 4. only after the insert succeeded, mark the inserted keys.
 
-`process()` returns True when the batch is done (the caller commits) and False when it
-gave the batch up because the worker is stopping (the caller must not commit).
-No Kafka consumer calls here; the IO seams are injected.
+`process()` returns an `Outcome` whose `done` is True when the batch is finished (the
+caller commits) and False when it gave the batch up because the worker is stopping (the
+caller must not commit). No Kafka consumer calls here; the IO seams are injected.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,13 +28,10 @@ import structlog
 
 from footfall.services.worker.dedup import DedupStore
 from footfall.services.worker.dlq import DeadLetter, DeadLetterSink
-from footfall.services.worker.enrich import Enricher
-from footfall.services.worker.process import build_batch
-from footfall.services.worker.write import insert_batch
+from footfall.services.worker.store import Stored, store_batch
 from footfall.shared import metrics
-from footfall.shared.events import Event
-from footfall.shared.events.model import event_dedup_key
-from footfall.shared.kafka.codec import CodecError, accepted_ms_of, content_digest, decode_event
+from footfall.shared.kafka import accepted_ms_of, content_digest
+from footfall.shared.streams import CodecError, Locator, Stream
 from footfall.shared.warehouse import Warehouse
 
 log = structlog.get_logger(__name__)
@@ -51,49 +50,54 @@ class Outcome:
 
 @dataclass
 class Decoded:
-    events: list[Event]
-    digests: list[bytes]  # content digest of each event's record value
+    items: list[Any]
+    digests: list[bytes]  # content digest of each item's record value
     accepted: list[int]  # gateway acceptance time (ms, 0 if unknown)
     letters: list[DeadLetter]
 
 
-def decode_records(records: Sequence[Any]) -> Decoded:
+def decode_records(stream: Stream[Any], records: Sequence[Any]) -> Decoded:
     out = Decoded([], [], [], [])
+    decode = stream.decode
     for r in records:
         try:
-            event = decode_event(r.value)
+            item = decode(r.value)
         except CodecError as exc:
             out.letters.append(DeadLetter(r.topic, r.partition, r.offset, r.key, r.value, exc.reason, str(exc)))
             continue
-        out.events.append(event)
+        out.items.append(item)
         out.digests.append(content_digest(r.value))
         out.accepted.append(accepted_ms_of(r.headers))
     return out
 
 
+def by_topic(records: Sequence[Any]) -> dict[str, list[Any]]:
+    """The records of each topic, in consumed order (topics in order of first appearance)."""
+    grouped: dict[str, list[Any]] = {}
+    for r in records:
+        grouped.setdefault(r.topic, []).append(r)
+    return grouped
+
+
 class BatchProcessor:
     def __init__(
         self,
+        streams: Mapping[str, Stream[Any]],
         warehouse: Warehouse,
-        enricher: Enricher,
+        locator: Locator,
         dedup: DedupStore,
         dead_letters: DeadLetterSink,
         *,
         backoff_first: float = BACKOFF_FIRST,
         backoff_max: float = BACKOFF_MAX,
     ) -> None:
+        self.streams = dict(streams)  # topic -> stream
         self.warehouse = warehouse
-        self.enricher = enricher
+        self.locator = locator
         self.dedup = dedup
         self.dead_letters = dead_letters
         self.backoff_first = backoff_first
         self.backoff_max = backoff_max
-
-    def _store(self, events: list[Event]) -> tuple[list[bytes], int]:
-        """Runs in the warehouse's thread pool: rows, then one insert."""
-        batch, dropped = build_batch(events, self.enricher, int(time.time() * 1000))
-        insert_batch(self.warehouse, batch)
-        return batch.keys, dropped
 
     async def _retrying(self, what: str, step: Callable[[], Any], stopping: Callable[[], bool]) -> tuple[bool, Any]:
         """Run `step` until it succeeds; give up (False) only when the worker is stopping."""
@@ -119,7 +123,25 @@ class BatchProcessor:
 
     async def process(self, records: Sequence[Any], stopping: Callable[[], bool] = lambda: False) -> Outcome:
         metrics.WORKER_BATCH_MESSAGES.observe(len(records))
-        decoded = decode_records(records)
+        total = Outcome()
+        for topic, group in by_topic(records).items():
+            stream = self.streams.get(topic)
+            if stream is None:
+                raise RuntimeError(f"consumed a record of topic {topic!r}, which carries no known stream")
+            outcome = await self._process_stream(stream, group, stopping)
+            if not outcome.done:
+                return Outcome(done=False)
+            total.inserted += outcome.inserted
+            total.duplicates += outcome.duplicates
+            total.dead_lettered += outcome.dead_lettered
+        metrics.WORKER_MESSAGES.labels("inserted").inc(total.inserted)
+        metrics.WORKER_MESSAGES.labels("duplicate").inc(total.duplicates)
+        metrics.WORKER_MESSAGES.labels("dead_lettered").inc(total.dead_lettered)
+        return total
+
+    async def _process_stream(self, stream: Stream[Any], records: Sequence[Any],
+                              stopping: Callable[[], bool]) -> Outcome:
+        decoded = decode_records(stream, records)
         outcome = Outcome(dead_lettered=len(decoded.letters))
         if decoded.letters:
             letters = decoded.letters
@@ -127,32 +149,29 @@ class BatchProcessor:
             if not ok:
                 return Outcome(done=False)
 
-        keys = [event_dedup_key(e) for e in decoded.events]
+        keys = [stream.dedup_key(item) for item in decoded.items]
         seen = await self.dedup.seen(keys, decoded.digests)
         fresh = [i for i, s in enumerate(seen) if not s]
         outcome.duplicates = len(keys) - len(fresh)
         if outcome.duplicates:
             metrics.DUPLICATES_DROPPED.labels("redis").inc(outcome.duplicates)
+        if not fresh:
+            return outcome
 
-        if fresh:
-            events = [decoded.events[i] for i in fresh]
-            ok, stored = await self._retrying("insert", lambda: self.warehouse.run(self._store, events), stopping)
-            if not ok:
-                return Outcome(done=False)
-            inserted_keys, in_batch_dupes = stored
-            if in_batch_dupes:
-                metrics.DUPLICATES_DROPPED.labels("batch").inc(in_batch_dupes)
-            outcome.duplicates += in_batch_dupes
-            outcome.inserted = len(inserted_keys)
-            # build_batch keeps the last copy of a key; so does this map.
-            digest_of = {keys[i]: decoded.digests[i] for i in fresh}
-            await self.dedup.mark(inserted_keys, [digest_of[k] for k in inserted_keys])
-            now_ms = time.time() * 1000
-            for i in fresh:
-                if decoded.accepted[i]:
-                    metrics.WORKER_EVENT_DELAY.observe(max(now_ms - decoded.accepted[i], 0.0) / 1000)
-
-        metrics.WORKER_MESSAGES.labels("inserted").inc(outcome.inserted)
-        metrics.WORKER_MESSAGES.labels("duplicate").inc(outcome.duplicates)
-        metrics.WORKER_MESSAGES.labels("dead_lettered").inc(outcome.dead_lettered)
+        items = [decoded.items[i] for i in fresh]
+        ok, stored = await self._retrying(
+            "insert", lambda: self.warehouse.run(store_batch, stream, self.warehouse, self.locator, items), stopping
+        )
+        if not ok:
+            return Outcome(done=False)
+        assert isinstance(stored, Stored)
+        outcome.duplicates += stored.dropped
+        outcome.inserted = len(stored.keys)
+        # store_batch keeps the last copy of a key; so does this map.
+        digest_of = {keys[i]: decoded.digests[i] for i in fresh}
+        await self.dedup.mark(stored.keys, [digest_of[k] for k in stored.keys])
+        now_ms = time.time() * 1000
+        for i in fresh:
+            if decoded.accepted[i]:
+                metrics.WORKER_EVENT_DELAY.observe(max(now_ms - decoded.accepted[i], 0.0) / 1000)
         return outcome

@@ -1,10 +1,11 @@
 """Topic names (with the configurable prefix) and their creation.
 
-`events.raw` carries accepted events keyed by `project_id:distinct_id`, so one user's
-events stay in order on one partition and every retry of an event lands on the
-partition that saw the original (which is what lets a worker's Redis lookup see it).
-`events.dlq` keeps what a worker could not decode, with the reason in headers.
-`footfall.directory` is compacted: its last record is the current credential snapshot.
+Each stream has its topic `<name>.raw` (`events.raw`, …), keyed by the stream's partition
+key (for events `project_id:distinct_id`), so one user's items stay in order on one
+partition and every retry lands on the partition that saw the original (which is what
+lets a worker's Redis lookup see it). `footfall.dlq` keeps what a worker could not
+decode, with the reason and source topic in headers. `footfall.directory` is compacted:
+its last record is the current credential snapshot.
 """
 
 from __future__ import annotations
@@ -12,10 +13,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from dataclasses import dataclass
+from typing import Any
 
 import structlog
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError, TopicAlreadyExistsError
+
+from footfall.shared.streams import STREAMS, Stream
 
 log = structlog.get_logger(__name__)
 
@@ -35,7 +39,7 @@ DIRECTORY_CONFIG = {
 
 @dataclass(frozen=True)
 class Topics:
-    raw: str
+    prefix: str
     dlq: str
     directory: str
     workers_group: str
@@ -43,15 +47,24 @@ class Topics:
     @classmethod
     def for_prefix(cls, prefix: str) -> Topics:
         return cls(
-            raw=f"{prefix}events.raw",
-            dlq=f"{prefix}events.dlq",
+            prefix=prefix,
+            dlq=f"{prefix}footfall.dlq",
             directory=f"{prefix}footfall.directory",
             workers_group=f"{prefix}footfall-workers",
         )
 
+    def of(self, stream: Stream[Any]) -> str:
+        """The topic of a stream's items."""
+        return f"{self.prefix}{stream.name}.raw"
+
+    @property
+    def streams(self) -> dict[str, Stream[Any]]:
+        """Every stream by its topic (what workers subscribe to)."""
+        return {self.of(stream): stream for stream in STREAMS}
+
 
 async def ensure_topics(bootstrap: str, topics: Topics, *, timeout_ms: int = 15000) -> None:
-    """Create the three topics if missing (idempotent; an existing topic is left as it is).
+    """Create the topics (every stream's, the dead letters, the directory) if missing (idempotent; an existing topic is left as it is).
 
     Replication is 3, or the number of brokers when there are fewer (one in development).
 
@@ -65,7 +78,7 @@ async def ensure_topics(bootstrap: str, topics: Topics, *, timeout_ms: int = 150
         cluster = await admin.describe_cluster()
         replicas = max(1, min(3, len(cluster.get("brokers", [])) or 1))
         wanted = [
-            NewTopic(topics.raw, RAW_PARTITIONS, replicas, topic_configs=RAW_CONFIG),
+            *(NewTopic(topic, RAW_PARTITIONS, replicas, topic_configs=RAW_CONFIG) for topic in topics.streams),
             NewTopic(topics.dlq, DLQ_PARTITIONS, replicas, topic_configs=DLQ_CONFIG),
             NewTopic(topics.directory, 1, replicas, topic_configs=DIRECTORY_CONFIG),
         ]

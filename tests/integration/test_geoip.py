@@ -24,7 +24,7 @@ from footfall.services.worker.enrich import (
     normalise_ip,
     open_geo_reader,
 )
-from footfall.services.worker.process import EVENT_COLUMNS, build_batch
+from footfall.shared.streams import EVENTS, Rows
 from footfall.shared.config import ImportLimits
 from footfall.shared.events import Event, validate_batch
 from footfall.shared.warehouse import ClickHouseWarehouse
@@ -175,7 +175,11 @@ def event(n: int, ip: str | None, **props: object) -> Event:
     return Event(1, "Page View", NOW_MS - n, f"u{n}", f"geo-{n}", {"plan": "pro", **props}, ip)
 
 
-def test_build_batch_adds_geo_and_never_stores_ip(enricher: Enricher) -> None:
+def _rows(events: list[Event], enricher: Enricher) -> Rows:
+    return EVENTS.rows(events, [EVENTS.dedup_key(e) for e in events], enricher, NOW_MS)
+
+
+def test_event_rows_add_geo_and_never_store_ip(enricher: Enricher) -> None:
     events = [
         event(0, "81.2.69.160"),
         event(1, "2001:db8::1"),
@@ -185,9 +189,8 @@ def test_build_batch_adds_geo_and_never_stores_ip(enricher: Enricher) -> None:
         event(5, "garbage"),
         event(6, "203.0.113.9"),
     ]
-    batch, dropped = build_batch(events, enricher, NOW_MS)
-    assert dropped == 0
-    columns = dict(zip(EVENT_COLUMNS, batch.columns, strict=True))
+    batch = _rows(events, enricher)
+    columns = dict(zip(EVENTS.table.column_names, batch.columns, strict=True))
     assert "ip" not in columns
     props = [orjson.loads(p) for p in columns["properties"]]
     assert props[0] == {"plan": "pro", "$city": "London", "$region": "England", "mp_country_code": "GB"}
@@ -205,9 +208,9 @@ def test_build_batch_adds_geo_and_never_stores_ip(enricher: Enricher) -> None:
     assert events[0].properties == {"plan": "pro"}  # the event itself is not mutated
 
 
-def test_build_batch_without_database_keeps_no_ip() -> None:
-    batch, _ = build_batch([event(0, "81.2.69.160")], Enricher(None), NOW_MS)
-    columns = dict(zip(EVENT_COLUMNS, batch.columns, strict=True))
+def test_event_rows_without_database_keep_no_ip() -> None:
+    batch = _rows([event(0, "81.2.69.160")], Enricher(None))
+    columns = dict(zip(EVENTS.table.column_names, batch.columns, strict=True))
     assert orjson.loads(columns["properties"][0]) == {"plan": "pro"}
     assert (columns["city"], columns["region"], columns["country_code"]) == ([""], [""], [""])
 
@@ -229,7 +232,7 @@ def test_import_through_embedded_sink_stores_geo_not_ip(
     assert failures == []
     enricher = Enricher(open_geo_reader(str(city_db[1])))
     try:
-        asyncio.run(EmbeddedSink(clean_warehouse, enricher).publish(events))
+        asyncio.run(EmbeddedSink(clean_warehouse, enricher).publish(EVENTS, events))
     finally:
         enricher.close()
     rows = clean_warehouse.query(

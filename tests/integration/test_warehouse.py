@@ -12,8 +12,8 @@ import pytest
 
 from footfall.services.app.bootstrap import BOOTSTRAP_FILE, bootstrap_if_empty, write_bootstrap_file
 from footfall.services.worker.enrich import Enricher
-from footfall.services.worker.process import EVENT_COLUMNS, build_batch
-from footfall.services.worker.write import insert_batch
+from footfall.services.worker.store import store_batch
+from footfall.shared.streams import EVENTS
 from footfall.shared.auth import Authenticator, AuthError
 from footfall.shared.config import Settings
 from footfall.shared.credentials import lookup_key
@@ -127,7 +127,7 @@ def test_events_table_shape(clean_warehouse: ClickHouseWarehouse) -> None:
     assert "toYYYYMM(time)" in partition_key
     columns = {r[0] for r in clean_warehouse.query("SELECT name FROM system.columns WHERE table = 'events' "
                                                    "AND database = currentDatabase()")}  # fmt: skip
-    assert set(EVENT_COLUMNS) <= columns
+    assert set(EVENTS.table.column_names) <= columns
     assert {"city", "region", "country_code", "ingested_at"} <= columns
 
 
@@ -181,9 +181,7 @@ def stored(wh: ClickHouseWarehouse, final: bool = True) -> list[tuple[object, ..
 
 def test_insert_round_trip(clean_warehouse: ClickHouseWarehouse) -> None:
     events = [ev(i) for i in range(5)]
-    batch, dropped = build_batch(events, Enricher(None), NOW_MS)
-    assert dropped == 0
-    insert_batch(clean_warehouse, batch)
+    assert store_batch(EVENTS, clean_warehouse, Enricher(None), events, NOW_MS).dropped == 0
     rows = stored(clean_warehouse)
     assert [(r[0], r[1], r[2], r[3]) for r in rows] == [(e.insert_id, e.event, e.distinct_id, e.time_ms) for e in events]
     assert orjson.loads(rows[0][4]) == events[0].properties
@@ -194,8 +192,7 @@ def test_insert_round_trip(clean_warehouse: ClickHouseWarehouse) -> None:
 def test_same_events_twice_surface_once_with_final(clean_warehouse: ClickHouseWarehouse) -> None:
     events = [ev(i) for i in range(10)]
     for _ in range(2):  # e.g. a retried request, or a replay after a restart
-        batch, _ = build_batch(events, Enricher(None), int(time.time() * 1000))
-        insert_batch(clean_warehouse, batch)
+        store_batch(EVENTS, clean_warehouse, Enricher(None), events, int(time.time() * 1000))
     assert len(stored(clean_warehouse, final=False)) == 20  # not merged yet: both copies are there
     assert [r[0] for r in stored(clean_warehouse)] == sorted(e.insert_id for e in events)
     distinct = clean_warehouse.query("SELECT uniqExact(dedup_hash) FROM events WHERE project_id = 1")
@@ -207,31 +204,25 @@ def test_reused_insert_id_with_other_time_is_not_a_duplicate(clean_warehouse: Cl
     b = ev(1, time_ms=a.time_ms + 1)
     c = ev(1, distinct_id="someone-else")
     d = ev(1, event="Other")
-    batch, dropped = build_batch([a, b, c, d], Enricher(None), NOW_MS)
-    assert dropped == 0
-    insert_batch(clean_warehouse, batch)
+    assert store_batch(EVENTS, clean_warehouse, Enricher(None), [a, b, c, d], NOW_MS).dropped == 0
     assert len(stored(clean_warehouse)) == 4
 
 
 def test_in_batch_duplicates_dropped(clean_warehouse: ClickHouseWarehouse) -> None:
     events = [ev(0), ev(1), ev(0), ev(2), ev(1), ev(0, properties={"different": True})]
-    batch, dropped = build_batch(events, Enricher(None), NOW_MS)
-    assert dropped == 3
-    assert len(batch) == 3
-    insert_batch(clean_warehouse, batch)
+    result = store_batch(EVENTS, clean_warehouse, Enricher(None), events, NOW_MS)
+    assert result.dropped == 3
+    assert len(result.keys) == 3
     assert len(stored(clean_warehouse, final=False)) == 3
 
 
 def test_projects_do_not_deduplicate_each_other(clean_warehouse: ClickHouseWarehouse) -> None:
-    batch, dropped = build_batch([ev(0), ev(0, project_id=2)], Enricher(None), NOW_MS)
-    assert dropped == 0
-    insert_batch(clean_warehouse, batch)
+    assert store_batch(EVENTS, clean_warehouse, Enricher(None), [ev(0), ev(0, project_id=2)], NOW_MS).dropped == 0
     assert clean_warehouse.query("SELECT count() FROM events FINAL") == [(2,)]
 
 
 def test_empty_batch_inserts_nothing(clean_warehouse: ClickHouseWarehouse) -> None:
-    batch, _ = build_batch([], Enricher(None), NOW_MS)
-    insert_batch(clean_warehouse, batch)
+    assert store_batch(EVENTS, clean_warehouse, Enricher(None), [], NOW_MS).keys == []
     assert clean_warehouse.query("SELECT count() FROM events") == [(0,)]
 
 

@@ -16,7 +16,9 @@ from footfall.shared.errors import UnavailableError
 from footfall.services.gateway.kafka_sink import KafkaSink
 from footfall.shared.config import Settings
 from footfall.shared.events import Event
-from footfall.shared.kafka import Topics, accepted_ms_of, decode_event
+from footfall.shared.kafka import Topics, accepted_ms_of
+from footfall.shared.streams import EVENTS
+from footfall.shared.streams.events import decode_event
 from tests.distributed import free_port
 
 
@@ -35,10 +37,10 @@ def test_published_records_carry_key_partition_headers_and_the_event(kafka_boots
         sink = KafkaSink(settings)
         await sink.start()
         try:
-            await sink.publish(sent)
+            await sink.publish(EVENTS, sent)
         finally:
             await sink.stop()
-        consumer = AIOKafkaConsumer(Topics.for_prefix(prefix).raw, bootstrap_servers=kafka_bootstrap,
+        consumer = AIOKafkaConsumer(Topics.for_prefix(prefix).of(EVENTS), bootstrap_servers=kafka_bootstrap,
                                     auto_offset_reset="earliest")
         await consumer.start()
         try:
@@ -47,7 +49,7 @@ def test_published_records_carry_key_partition_headers_and_the_event(kafka_boots
             while len(got) < len(sent) and time.monotonic() < deadline:
                 batch = await consumer.getmany(timeout_ms=1000)
                 got.extend(r for records in batch.values() for r in records)
-            partitions = sorted(consumer.partitions_for_topic(Topics.for_prefix(prefix).raw) or [])
+            partitions = sorted(consumer.partitions_for_topic(Topics.for_prefix(prefix).of(EVENTS)) or [])
             return [got, partitions]
         finally:
             await consumer.stop()
@@ -71,11 +73,11 @@ def test_unreachable_broker_is_a_quick_503_and_reconnects_are_throttled() -> Non
         await sink.start()  # does not raise: the gateway serves 503s until Kafka is there
         started = time.monotonic()
         with pytest.raises(UnavailableError):
-            await sink.publish(events(1))
+            await sink.publish(EVENTS, events(1))
         first = time.monotonic() - started
         started = time.monotonic()
         with pytest.raises(UnavailableError):
-            await sink.publish(events(1))
+            await sink.publish(EVENTS, events(1))
         await sink.stop()
         return first, time.monotonic() - started
 
@@ -86,16 +88,16 @@ def test_unreachable_broker_is_a_quick_503_and_reconnects_are_throttled() -> Non
 
 @pytest.mark.kafka
 def test_overload_is_refused_at_once(kafka_bootstrap: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(kafka_sink, "MAX_INFLIGHT_EVENTS", 10)
+    monkeypatch.setattr(kafka_sink, "MAX_INFLIGHT_ITEMS", 10)
     settings = Settings.from_env({}, kafka_bootstrap=kafka_bootstrap, kafka_topic_prefix=f"o{uuid.uuid4().hex[:8]}.")
 
     async def go() -> None:
         sink = KafkaSink(settings)
         await sink.start()
         try:
-            await sink.publish(events(10))
+            await sink.publish(EVENTS, events(10))
             with pytest.raises(UnavailableError) as info:
-                await sink.publish(events(11))
+                await sink.publish(EVENTS, events(11))
             assert info.value.retry_after == 1
         finally:
             await sink.stop()

@@ -21,8 +21,8 @@ from footfall.services.query.params import Params
 from footfall.services.query.reports import frequency, retention
 from footfall.services.query.reports.funnels import build, parse_request, shape
 from footfall.services.worker.enrich import Enricher
-from footfall.services.worker.process import build_batch
-from footfall.services.worker.write import insert_batch
+from footfall.services.worker.store import store_batch
+from footfall.shared.streams import EVENTS
 from footfall.shared.config import ImportLimits
 from footfall.shared.events.validate import validate_batch
 from footfall.shared.saved import SavedFunnel, parse_funnel
@@ -69,8 +69,7 @@ def _load(warehouse: ClickHouseWarehouse, events: list[dict[str, Any]]) -> None:
                                      now_ms=BASE + 10 * 86_400_000, body_bytes=0)
     assert not failures
     for ingested, event in enumerate(valid, start=1):  # one part per event: duplicates stay unmerged
-        batch, _ = build_batch([event], Enricher(None), ingested)
-        insert_batch(warehouse, batch)
+        store_batch(EVENTS, warehouse, Enricher(None), [event], ingested)
 
 
 def _funnel(rng: random.Random) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """The materialised counts (m0003, `event_counts_15m`) stay exact when duplicates slip into
 the events table, and serve 30- and 45-minute-offset time zones exactly.
 
-Duplicates are inserted directly (the worker's `build_batch` + `insert_batch`, twice, with
+Duplicates are inserted directly (the worker's `store_batch`, twice, with
 later ingestion times), bypassing every dedup layer in front of the table, and merges are
 stopped so the copies stay in separate parts.
 """
@@ -16,8 +16,8 @@ import pytest
 from footfall.services.query.params import Params
 from footfall.services.query.reports import _common, events
 from footfall.services.worker.enrich import Enricher
-from footfall.services.worker.process import build_batch
-from footfall.services.worker.write import insert_batch
+from footfall.services.worker.store import store_batch
+from footfall.shared.streams import EVENTS as EVENT_STREAM
 from footfall.shared.events import Event
 from footfall.shared.warehouse import ClickHouseWarehouse
 
@@ -53,9 +53,7 @@ def store(clean_warehouse: ClickHouseWarehouse) -> Iterator[ClickHouseWarehouse]
 
 
 def _insert(warehouse: ClickHouseWarehouse, batch: list[Event], ingested_ms: int) -> None:
-    rows, dropped = build_batch(batch, Enricher(None), ingested_ms)
-    assert dropped == 0
-    insert_batch(warehouse, rows)
+    assert store_batch(EVENT_STREAM, warehouse, Enricher(None), batch, ingested_ms).dropped == 0
 
 
 class _Ctx:

@@ -10,15 +10,9 @@ import pytest
 from footfall.services.gateway.credentials import FollowedAuthenticator
 from footfall.shared.errors import UnavailableError
 from footfall.shared.events import Event
-from footfall.shared.kafka.codec import (
-    CodecError,
-    accepted_header,
-    accepted_ms_of,
-    content_digest,
-    decode_event,
-    encode_event,
-    event_key,
-)
+from footfall.shared.kafka import accepted_header, accepted_ms_of, content_digest
+from footfall.shared.streams import EVENTS, CodecError
+from footfall.shared.streams.events import decode_event, encode_event, event_key
 from footfall.shared.kafka.directory import SnapshotError, decode_snapshot, encode_snapshot
 from footfall.shared.kafka.topics import Topics
 from footfall.shared.metadata import Directory, Project
@@ -77,8 +71,8 @@ def test_decode_refuses_anything_else(value: bytes | None, reason: str) -> None:
 
 def test_topic_names_carry_the_prefix() -> None:
     t = Topics.for_prefix("acme.")
-    assert (t.raw, t.dlq, t.directory, t.workers_group) == (
-        "acme.events.raw", "acme.events.dlq", "acme.footfall.directory", "acme.footfall-workers"
+    assert (t.of(EVENTS), t.dlq, t.directory, t.workers_group) == (
+        "acme.events.raw", "acme.footfall.dlq", "acme.footfall.directory", "acme.footfall-workers"
     )
 
 

@@ -13,11 +13,12 @@ import pytest
 
 from footfall.services.worker.dedup import MemoryDedup
 from footfall.services.worker.dlq import MemoryDeadLetters
-from footfall.services.worker.enrich import Enricher, Place
+from footfall.services.worker.enrich import Enricher
 from footfall.services.worker.pipeline import BatchProcessor
-from footfall.services.worker.process import EVENT_COLUMNS
 from footfall.shared.events import Event
-from footfall.shared.kafka.codec import accepted_header, encode_event
+from footfall.shared.kafka import Topics, accepted_header
+from footfall.shared.streams import EVENTS, Place
+from footfall.shared.streams.events import encode_event
 from footfall.shared.warehouse import WarehouseError
 
 
@@ -44,7 +45,7 @@ class FakeWarehouse:
         if self.failures:
             self.failures -= 1
             raise WarehouseError("connection refused")
-        assert table == "events" and column_oriented and tuple(columns) == EVENT_COLUMNS
+        assert table == "events" and column_oriented and tuple(columns) == EVENTS.table.column_names
         self.rows.extend(dict(zip(columns, row, strict=True)) for row in zip(*data, strict=True))
 
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -70,7 +71,7 @@ def records(events: list[Event]) -> list[Rec]:
 def processor(warehouse: FakeWarehouse, dedup: MemoryDedup | None = None) -> tuple[BatchProcessor, MemoryDedup, MemoryDeadLetters]:
     dedup = dedup or MemoryDedup(3600)
     letters = MemoryDeadLetters()
-    proc = BatchProcessor(warehouse, Enricher(Geo()), dedup, letters, backoff_first=0.001, backoff_max=0.002)  # type: ignore[arg-type]
+    proc = BatchProcessor(Topics.for_prefix("").streams, warehouse, Enricher(Geo()), dedup, letters, backoff_first=0.001, backoff_max=0.002)  # type: ignore[arg-type]
     return proc, dedup, letters
 
 
