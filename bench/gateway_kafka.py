@@ -28,12 +28,11 @@ TARGET = 30_000
 async def sink_only(bootstrap: str, prefix: str, seconds: float, concurrency: int) -> dict[str, object]:
     """`KafkaSink.publish` of validated 2000-event batches, no HTTP."""
     from footfall.services.gateway.kafka_sink import KafkaSink
-    from footfall.shared.config import ImportLimits, Settings
+    from footfall.shared.config import ImportLimits, KafkaSettings
     from footfall.shared.events import validate_batch
     from footfall.shared.streams import EVENTS
 
-    settings = Settings.from_env({}, kafka_bootstrap=bootstrap, kafka_topic_prefix=prefix)
-    sink = KafkaSink(settings)
+    sink = KafkaSink(KafkaSettings(bootstrap=bootstrap, topic_prefix=prefix))
     await sink.start()
     rng = random.Random(3)
     now = int(time.time())

@@ -38,7 +38,7 @@ from typing import Any
 import httpx
 
 from bench._common import BOOTSTRAP_ENV, write_result
-from bench.query_segmentation import DEFAULT_DIR, END, EVENTS, FROM, START, TO, TZ, _ms, _serve, ensure_dataset
+from bench.query_segmentation import DEFAULT_DIR, END, EVENTS, FROM, START, TO, TZ, _ms, _serve, ensure_dataset, unlimited_serve_settings
 
 R = f"project_id = 1 AND time >= toDateTime64('{START}', 3, 'UTC') AND time < toDateTime64('{END}', 3, 'UTC')"
 S_MS, E_MS = "toUnixTimestamp64Milli(toDateTime64('{}', 3, 'UTC'))".format(START), \
@@ -255,11 +255,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     from footfall.services.standalone.main import build_embedded
-    from footfall.shared.config import Settings
 
     ensure_dataset(args.data)
-    settings = Settings.from_env({**os.environ, **BOOTSTRAP_ENV, "FOOTFALL_LOG_LEVEL": "warning"},
-                                 data_dir=args.data, query_rate_per_hour=0, query_concurrency=0)
+    settings = unlimited_serve_settings(args.data)
     embedded = build_embedded(settings)
     warehouse = embedded.warehouse
     funnel_ids = _saved_funnels(warehouse)

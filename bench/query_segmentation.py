@@ -78,10 +78,20 @@ FROM numbers({n:UInt64})
 """
 
 
+def unlimited_serve_settings(data: Path) -> Any:
+    """`footfall serve` settings over the bench dataset, without the per-project query limits."""
+    import dataclasses
+
+    from footfall.services.standalone.settings import ServeSettings
+
+    settings = ServeSettings.from_env({**os.environ, **BOOTSTRAP_ENV, "FOOTFALL_LOG_LEVEL": "warning"}, data_dir=data)
+    return dataclasses.replace(settings, query=dataclasses.replace(settings.query, rate_per_hour=0, concurrency=0))
+
+
 def ensure_dataset(path: Path, n: int = EVENTS) -> Path:
     """Generate the dataset into `path` unless a complete one of this version is there."""
     from footfall.services.app.bootstrap import bootstrap_if_empty
-    from footfall.shared.config import Settings
+    from footfall.shared.config import BootstrapSettings, Env, StoreSettings
     from footfall.shared.metadata import MetadataRepository
     from footfall.shared.schema import apply_migrations
     from footfall.shared.warehouse import open_warehouse
@@ -94,8 +104,8 @@ def ensure_dataset(path: Path, n: int = EVENTS) -> Path:
 
         shutil.rmtree(path)
     path.mkdir(parents=True)
-    settings = Settings.from_env({**os.environ, **BOOTSTRAP_ENV}, data_dir=path)
-    warehouse = open_warehouse(settings.dsn)
+    env = Env({**os.environ, **BOOTSTRAP_ENV})
+    warehouse = open_warehouse(StoreSettings.from_env(env, path).dsn)
     try:
         apply_migrations(warehouse)
         started = time.perf_counter()
@@ -104,7 +114,7 @@ def ensure_dataset(path: Path, n: int = EVENTS) -> Path:
         warehouse.command("OPTIMIZE TABLE events FINAL")
         warehouse.command("OPTIMIZE TABLE event_counts_15m FINAL")
         repo = MetadataRepository(warehouse)
-        bootstrap_if_empty(repo, settings)
+        bootstrap_if_empty(repo, BootstrapSettings.from_env(env), path)
         repo.create_project("Bench", TZ, project_id=1)  # a newer row of project 1: the bench time zone
         print(f"generated {n:,} events in {inserted - started:.0f} s, merged in {time.perf_counter() - inserted:.0f} s")
     finally:
@@ -255,11 +265,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     from footfall.services.standalone.main import build_embedded
-    from footfall.shared.config import Settings
 
     ensure_dataset(args.data)
-    settings = Settings.from_env({**os.environ, **BOOTSTRAP_ENV, "FOOTFALL_LOG_LEVEL": "warning"},
-                                 data_dir=args.data, query_rate_per_hour=0, query_concurrency=0)
+    settings = unlimited_serve_settings(args.data)
     embedded = build_embedded(settings)
     warehouse = embedded.warehouse
     base, stop = _serve(embedded.app)

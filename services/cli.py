@@ -6,15 +6,15 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from footfall.shared.config import ConfigError, Settings
+from footfall.shared.config import ConfigError, LogSettings
 from footfall.shared.logging import configure_logging
 
-Command = Callable[[argparse.Namespace, Settings], int]
 
-
-def _uvicorn(app: object, host: str, port: int, settings: Settings, workers: int = 1, factory: bool = False) -> int:
+def _uvicorn(app: object, host: str, port: int, log: LogSettings, workers: int = 1, factory: bool = False) -> int:
     import uvicorn
 
     uvicorn.run(
@@ -22,7 +22,7 @@ def _uvicorn(app: object, host: str, port: int, settings: Settings, workers: int
         factory=factory,
         host=host,
         port=port,
-        log_level=settings.log_level if settings.log_level != "info" else "warning",
+        log_level=log.level if log.level != "info" else "warning",
         access_log=False,
         workers=workers if workers > 1 else None,
         timeout_graceful_shutdown=10,
@@ -30,50 +30,52 @@ def _uvicorn(app: object, host: str, port: int, settings: Settings, workers: int
     return 0
 
 
-def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
+def cmd_serve(args: argparse.Namespace, settings: Any) -> int:
     from footfall.services.standalone.main import build_embedded
 
     embedded = build_embedded(settings)
-    print(f"Footfall listening on http://{args.host}:{args.port} (data in {settings.data_dir})", file=sys.stderr)
-    return _uvicorn(embedded.app, args.host, args.port, settings)
+    data_dir = settings.store.data_dir
+    print(f"Footfall listening on http://{args.host}:{args.port} (data in {data_dir})", file=sys.stderr)
+    return _uvicorn(embedded.app, args.host, args.port, settings.log)
 
 
-def cmd_funnels(args: argparse.Namespace, settings: Settings) -> int:
+def cmd_funnels(args: argparse.Namespace, settings: Any) -> int:
     from footfall.services.app.commands import cmd_funnels as run
 
     return run(args, settings)
 
 
-def cmd_bookmarks(args: argparse.Namespace, settings: Settings) -> int:
+def cmd_bookmarks(args: argparse.Namespace, settings: Any) -> int:
     from footfall.services.app.commands import cmd_bookmarks as run
 
     return run(args, settings)
 
 
-def cmd_gateway(args: argparse.Namespace, settings: Settings) -> int:
-    print(f"Footfall gateway on http://{args.host}:{args.port} -> Kafka {settings.kafka_bootstrap}", file=sys.stderr)
+def cmd_gateway(args: argparse.Namespace, settings: Any) -> int:
+    print(f"Footfall gateway on http://{args.host}:{args.port} -> Kafka {settings.kafka.bootstrap}", file=sys.stderr)
     if args.workers > 1:
         # One app (producer, directory follower) per uvicorn worker process.
-        return _uvicorn("footfall.services.gateway.main:create_app", args.host, args.port, settings, args.workers, factory=True)
+        return _uvicorn("footfall.services.gateway.main:create_app", args.host, args.port, settings.log,
+                        args.workers, factory=True)
     from footfall.services.gateway.main import build_gateway
 
-    return _uvicorn(build_gateway(settings), args.host, args.port, settings)
+    return _uvicorn(build_gateway(settings), args.host, args.port, settings.log)
 
 
-def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
+def cmd_worker(args: argparse.Namespace, settings: Any) -> int:
     from footfall.services.worker.main import build_worker
 
-    consumers = args.consumers or settings.worker_consumers
+    consumers = args.consumers or settings.consumers
     worker = build_worker(settings, consumers=consumers)
     print(
-        f"Footfall worker: {consumers} consumer(s), Kafka {settings.kafka_bootstrap} -> {worker.warehouse.dsn.scheme}"
+        f"Footfall worker: {consumers} consumer(s), Kafka {settings.kafka.bootstrap} -> {worker.warehouse.dsn.scheme}"
         f" store; /healthz /metrics on http://{args.host}:{args.port}",
         file=sys.stderr,
     )
-    return _uvicorn(worker.app, args.host, args.port, settings)
+    return _uvicorn(worker.app, args.host, args.port, settings.log)
 
 
-def cmd_query(args: argparse.Namespace, settings: Settings) -> int:
+def cmd_query(args: argparse.Namespace, settings: Any) -> int:
     from footfall.services.query.main import build_query
 
     process = build_query(settings)
@@ -81,43 +83,81 @@ def cmd_query(args: argparse.Namespace, settings: Settings) -> int:
         f"Footfall query service on http://{args.host}:{args.port} -> {process.warehouse.dsn.scheme} store",
         file=sys.stderr,
     )
-    return _uvicorn(process.app, args.host, args.port, settings)
+    return _uvicorn(process.app, args.host, args.port, settings.log)
 
 
-def cmd_directory(args: argparse.Namespace, settings: Settings) -> int:
+def cmd_directory(args: argparse.Namespace, settings: Any) -> int:
     from footfall.services.app.publish import publish_directory
 
     directory = publish_directory(settings)
     print(
         f"published the credential directory ({len(directory.projects)} project(s),"
-        f" {len(directory.accounts)} service account(s)) to Kafka {settings.kafka_bootstrap}",
+        f" {len(directory.accounts)} service account(s)) to Kafka {settings.kafka.bootstrap}",
         file=sys.stderr,
     )
     return 0
 
 
-def cmd_projects(args: argparse.Namespace, settings: Settings) -> int:
+def cmd_projects(args: argparse.Namespace, settings: Any) -> int:
     from footfall.services.app.projects import cmd_projects as run
 
     return run(args, settings)
 
 
-def cmd_service_accounts(args: argparse.Namespace, settings: Settings) -> int:
+def cmd_service_accounts(args: argparse.Namespace, settings: Any) -> int:
     from footfall.services.app.projects import cmd_service_accounts as run
 
     return run(args, settings)
 
 
+def _serve_settings(env: dict[str, str], data_dir: Path | None) -> Any:
+    from footfall.services.standalone.settings import ServeSettings
+
+    return ServeSettings.from_env(env, data_dir=data_dir)
+
+
+def _gateway_settings(env: dict[str, str], data_dir: Path | None) -> Any:
+    from footfall.services.gateway.settings import GatewaySettings
+
+    return GatewaySettings.from_env(env)
+
+
+def _worker_settings(env: dict[str, str], data_dir: Path | None) -> Any:
+    from footfall.services.worker.settings import WorkerSettings
+
+    return WorkerSettings.from_env(env, data_dir=data_dir)
+
+
+def _query_settings(env: dict[str, str], data_dir: Path | None) -> Any:
+    from footfall.services.query.settings import QuerySettings
+
+    return QuerySettings.from_env(env, data_dir=data_dir)
+
+
+def _management_settings(env: dict[str, str], data_dir: Path | None) -> Any:
+    from footfall.services.app.settings import ManagementSettings
+
+    return ManagementSettings.from_env(env, data_dir=data_dir)
+
+
+@dataclass(frozen=True)
+class Command:
+    """A subcommand: its function and the settings object it reads (each process its own)."""
+
+    run: Callable[[argparse.Namespace, Any], int]
+    settings: Callable[[dict[str, str], Path | None], Any]
+
+
 COMMANDS: dict[str, Command] = {
-    "projects": cmd_projects,
-    "service-accounts": cmd_service_accounts,
-    "serve": cmd_serve,
-    "funnels": cmd_funnels,
-    "bookmarks": cmd_bookmarks,
-    "gateway": cmd_gateway,
-    "worker": cmd_worker,
-    "query": cmd_query,
-    "directory": cmd_directory,
+    "serve": Command(cmd_serve, _serve_settings),
+    "gateway": Command(cmd_gateway, _gateway_settings),
+    "worker": Command(cmd_worker, _worker_settings),
+    "query": Command(cmd_query, _query_settings),
+    "directory": Command(cmd_directory, _management_settings),
+    "projects": Command(cmd_projects, _management_settings),
+    "service-accounts": Command(cmd_service_accounts, _management_settings),
+    "funnels": Command(cmd_funnels, _management_settings),
+    "bookmarks": Command(cmd_bookmarks, _management_settings),
 }
 
 
@@ -163,16 +203,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    overrides: dict[str, object] = {}
-    if getattr(args, "data", None) is not None:
-        overrides["data_dir"] = Path(args.data)
+    command = COMMANDS[args.command]
+    data = getattr(args, "data", None)
     try:
-        settings = Settings.from_env(os.environ, **overrides)
+        settings = command.settings(dict(os.environ), Path(data) if data is not None else None)
     except ConfigError as exc:
         print(f"footfall: {exc}", file=sys.stderr)
         return 2
-    configure_logging(settings.log_level, settings.log_format)
-    return COMMANDS[args.command](args, settings)
+    configure_logging(settings.log.level, settings.log.format)
+    return command.run(args, settings)
 
 
 if __name__ == "__main__":

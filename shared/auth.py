@@ -16,6 +16,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import math
+import time
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from footfall.shared import credentials
@@ -77,11 +81,78 @@ def _lookup(table: dict[str, int], value: str) -> int | None:
     return table.get(credentials.lookup_key(value))
 
 
-class Authenticator:
-    """Stateless apart from the verified-secret cache; the directory is swapped atomically."""
+class LoginThrottle:
+    """Failed service-account logins, counted per (username, client address) and per address.
 
-    def __init__(self, directory: Directory) -> None:
+    After `limit` failures of one pair within `window` seconds (or `address_limit` failures
+    from one address, whatever the usernames), further attempts are refused with 429 and
+    `Retry-After` before any secret is checked, until the oldest failure leaves the window.
+    Keying the tighter limit by the pair means an attacker cannot lock a user out from
+    everywhere by failing under their name. Memory is bounded: past `max_keys` tracked keys
+    the oldest are forgotten.
+    """
+
+    def __init__(self, limit: int = 10, address_limit: int = 100, window: float = 60.0, *,
+                 max_keys: int = 100_000, clock: Callable[[], float] = time.monotonic) -> None:
+        self.limit = limit
+        self.address_limit = address_limit
+        self.window = window
+        self.max_keys = max_keys
+        self.clock = clock
+        self._failures: dict[tuple[str, str], deque[float]] = {}
+
+    def _recent(self, key: tuple[str, str], now: float) -> deque[float]:
+        times = self._failures.get(key)
+        if times is None:
+            return deque()
+        while times and times[0] <= now - self.window:
+            times.popleft()
+        if not times:
+            del self._failures[key]
+        return times
+
+    def check(self, username: str, address: str) -> None:
+        """Raise 429 when the pair or the address has failed too often lately."""
+        now = self.clock()
+        for key, limit in ((("pair", f"{username}\0{address}"), self.limit), (("address", address), self.address_limit)):
+            times = self._recent(key, now)
+            if limit and len(times) >= limit:
+                retry = max(1, math.ceil(times[0] + self.window - now))
+                raise AuthError(429, "too many failed logins, retry later", retry_after=retry)
+
+    def failed(self, username: str, address: str) -> None:
+        now = self.clock()
+        if len(self._failures) >= self.max_keys:
+            for key in list(self._failures)[: self.max_keys // 10]:
+                del self._failures[key]
+        for key in (("pair", f"{username}\0{address}"), ("address", address)):
+            self._failures.setdefault(key, deque()).append(now)
+
+    def succeeded(self, username: str, address: str) -> None:
+        self._failures.pop(("pair", f"{username}\0{address}"), None)
+
+
+def _off_loop() -> None:
+    """Secret checks may cost a scrypt (~50 ms): never on an event loop's thread."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    raise RuntimeError("credential verification called on the event loop: use the *_async methods")
+
+
+class Authenticator:
+    """Stateless apart from the verified-secret cache and the login throttle; the directory
+    is swapped atomically.
+
+    The request path calls the `*_async` methods: they consult the throttle, then verify
+    in a worker thread. The blocking methods (`authenticate`, `for_import`, `for_query`)
+    refuse to run on an event loop's thread.
+    """
+
+    def __init__(self, directory: Directory, *, throttle: LoginThrottle | None = None) -> None:
         self.directory = directory
+        self.throttle = throttle or LoginThrottle()
         self._verified = VerifiedCache()
 
     def replace(self, directory: Directory) -> None:
@@ -95,7 +166,10 @@ class Authenticator:
 
     def _service_account(self, username: str, secret: str, project_id: int | None) -> Principal:
         account = self.directory.accounts.get(username)
-        if account is None or not self._verified.verify(secret, account.secret_hash):
+        if account is None:
+            credentials.verify_secret(secret, credentials.decoy_hash())  # same cost as a wrong secret
+            raise AuthError(401, "Invalid credentials")
+        if not self._verified.verify(secret, account.secret_hash):
             raise AuthError(401, "Invalid credentials")
         if project_id is None:
             raise AuthError(400, "project_id is required when authenticating with a service account")
@@ -117,6 +191,7 @@ class Authenticator:
         return Principal(self._project(pid), via)
 
     def authenticate(self, header: str | None, project_id_param: str | None, *, allow_token: bool) -> Principal:
+        _off_loop()
         creds = parse_basic(header)
         if creds is None:
             raise AuthError(401, "Missing credentials: use HTTP Basic authentication")
@@ -137,10 +212,45 @@ class Authenticator:
     def for_query(self, header: str | None, project_id_param: str | None) -> Principal:
         return self.authenticate(header, project_id_param, allow_token=False)
 
-    # A service-account secret not seen recently costs one scrypt (~50 ms): run the
-    # check in a thread so that it never stalls the event loop.
-    async def for_import_async(self, header: str | None, project_id_param: str | None) -> Principal:
-        return await asyncio.to_thread(self.for_import, header, project_id_param)
+    def for_management(self, header: str | None, project_id_param: str | None, *, write_roles: tuple[str, ...] = (),
+                       action: str = "this change") -> Principal:
+        """A service account that is a member of the project; with `write_roles`, one of those roles."""
+        principal = self.authenticate(header, project_id_param, allow_token=False)
+        if principal.via != "service_account":
+            raise AuthError(401, "the management interface needs service-account credentials")
+        if write_roles and principal.role not in write_roles:
+            names = " or ".join(r.capitalize() for r in write_roles)
+            raise AuthError(403, f"{action} requires a service account with role {names}")
+        return principal
 
-    async def for_query_async(self, header: str | None, project_id_param: str | None) -> Principal:
-        return await asyncio.to_thread(self.for_query, header, project_id_param)
+    async def _verified_off_loop(self, header: str | None, client: str | None, check: Callable[[], Principal]) -> Principal:
+        creds = parse_basic(header)
+        username = creds[0] if creds is not None and creds[1] else None  # a service-account login
+        address = client or "unknown"
+        if username is not None:
+            self.throttle.check(username, address)
+        try:
+            principal = await asyncio.to_thread(check)
+        except AuthError as exc:
+            if username is not None and exc.status == 401:
+                self.throttle.failed(username, address)
+            raise
+        if username is not None:
+            self.throttle.succeeded(username, address)
+        return principal
+
+    async def for_import_async(self, header: str | None, project_id_param: str | None, *,
+                               client: str | None = None) -> Principal:
+        return await self._verified_off_loop(header, client, lambda: self.for_import(header, project_id_param))
+
+    async def for_query_async(self, header: str | None, project_id_param: str | None, *,
+                              client: str | None = None) -> Principal:
+        return await self._verified_off_loop(header, client, lambda: self.for_query(header, project_id_param))
+
+    async def for_management_async(self, header: str | None, project_id_param: str | None, *,
+                                   client: str | None = None, write_roles: tuple[str, ...] = (),
+                                   action: str = "this change") -> Principal:
+        return await self._verified_off_loop(
+            header, client,
+            lambda: self.for_management(header, project_id_param, write_roles=write_roles, action=action),
+        )

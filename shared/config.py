@@ -1,15 +1,33 @@
 """Settings from `FOOTFALL_*` environment variables, read once into frozen objects.
 
-Every variable is documented in the README's configuration table; `tests/unit/test_config.py`
-checks that the two stay in step.
+This module holds the pieces several services share (logging, the store, Kafka, the
+import limits, first-start credentials) and `Env`, the reader every settings class uses.
+Each service composes its own settings object from them in its `settings.py`
+(`GatewaySettings`, `WorkerSettings`, `QuerySettings`, `ServeSettings`,
+`ManagementSettings`), so a gateway carries no query settings and a query process no
+Kafka ones.
+
+Every variable is documented in the README's configuration table;
+`tests/unit/test_config.py` checks that the two stay in step.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+
+__all__ = [
+    "PREFIX",
+    "BootstrapSettings",
+    "ConfigError",
+    "Env",
+    "ImportLimits",
+    "KafkaSettings",
+    "LogSettings",
+    "StoreSettings",
+]
 
 PREFIX = "FOOTFALL_"
 
@@ -18,24 +36,79 @@ class ConfigError(ValueError):
     """A FOOTFALL_* variable holds a value that cannot be used."""
 
 
-def _get(env: Mapping[str, str], name: str, default: str) -> str:
-    return env.get(PREFIX + name, default)
+class Env:
+    """Typed reads of `FOOTFALL_<name>` variables; a bad value names its variable."""
+
+    def __init__(self, values: Mapping[str, str] | None = None) -> None:
+        self.values: Mapping[str, str] = os.environ if values is None else values
+
+    def text(self, name: str, default: str = "") -> str:
+        value = self.values.get(PREFIX + name, default)
+        return default if value is None else str(value)
+
+    def integer(self, name: str, default: int) -> int:
+        raw = self.text(name, str(default))
+        try:
+            return int(raw)
+        except ValueError:
+            raise ConfigError(f"{PREFIX}{name} must be an integer, got {raw!r}") from None
+
+    def number(self, name: str, default: float) -> float:
+        raw = self.text(name, str(default))
+        try:
+            return float(raw)
+        except ValueError:
+            raise ConfigError(f"{PREFIX}{name} must be a number, got {raw!r}") from None
 
 
-def _int(env: Mapping[str, str], name: str, default: int) -> int:
-    raw = _get(env, name, str(default))
-    try:
-        return int(raw)
-    except ValueError:
-        raise ConfigError(f"{PREFIX}{name} must be an integer, got {raw!r}") from None
+@dataclass(frozen=True)
+class LogSettings:
+    level: str = "info"
+    format: str = "json"
+
+    @classmethod
+    def from_env(cls, env: Env) -> LogSettings:
+        return cls(level=env.text("LOG_LEVEL", "info"), format=env.text("LOG_FORMAT", "json"))
 
 
-def _float(env: Mapping[str, str], name: str, default: float) -> float:
-    raw = _get(env, name, str(default))
-    try:
-        return float(raw)
-    except ValueError:
-        raise ConfigError(f"{PREFIX}{name} must be a number, got {raw!r}") from None
+@dataclass(frozen=True)
+class StoreSettings:
+    """Where the warehouse is: a ClickHouse server's DSN, else chDB in the data folder."""
+
+    data_dir: Path = Path("footfall-data")
+    warehouse_dsn: str = ""  # empty: chdb://<data_dir>/chdb
+
+    @property
+    def embedded(self) -> bool:
+        return not self.warehouse_dsn
+
+    @property
+    def dsn(self) -> str:
+        if self.warehouse_dsn:
+            return self.warehouse_dsn
+        return f"chdb://{(self.data_dir / 'chdb').resolve()}"
+
+    @classmethod
+    def from_env(cls, env: Env, data_dir: Path | None = None) -> StoreSettings:
+        return cls(
+            data_dir=data_dir if data_dir is not None else Path(env.text("DATA_DIR", "footfall-data")),
+            warehouse_dsn=env.text("WAREHOUSE_DSN"),
+        )
+
+
+@dataclass(frozen=True)
+class KafkaSettings:
+    bootstrap: str = ""
+    topic_prefix: str = ""
+    publish_timeout: float = 10.0
+
+    @classmethod
+    def from_env(cls, env: Env) -> KafkaSettings:
+        return cls(
+            bootstrap=env.text("KAFKA_BOOTSTRAP"),
+            topic_prefix=env.text("KAFKA_TOPIC_PREFIX"),
+            publish_timeout=env.number("KAFKA_PUBLISH_TIMEOUT", 10.0),
+        )
 
 
 @dataclass(frozen=True)
@@ -53,68 +126,28 @@ class ImportLimits:
     max_future_seconds: int = 3600
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> ImportLimits:
+    def from_env(cls, env: Env) -> ImportLimits:
         return cls(
-            max_events_per_request=_int(env, "IMPORT_MAX_EVENTS", cls.max_events_per_request),
-            max_request_bytes=_int(env, "IMPORT_MAX_BYTES", cls.max_request_bytes),
+            max_events_per_request=env.integer("IMPORT_MAX_EVENTS", cls.max_events_per_request),
+            max_request_bytes=env.integer("IMPORT_MAX_BYTES", cls.max_request_bytes),
         )
 
 
 @dataclass(frozen=True)
-class Settings:
-    """Everything a Footfall process reads from its environment."""
+class BootstrapSettings:
+    """Fixed first-start credentials of project 1 (random when empty)."""
 
-    data_dir: Path = Path("footfall-data")
-    warehouse_dsn: str = ""  # empty: chdb://<data_dir>/chdb
-    geoip_db: str = ""
-    log_level: str = "info"
-    log_format: str = "json"
-    limits: ImportLimits = field(default_factory=ImportLimits)
-    kafka_bootstrap: str = ""
-    kafka_topic_prefix: str = ""
-    kafka_publish_timeout: float = 10.0
-    redis_url: str = ""
-    dedup_ttl_seconds: int = 6 * 3600
-    worker_batch_size: int = 5000
-    worker_batch_seconds: float = 0.5
-    worker_consumers: int = 1
-    query_rate_per_hour: int = 60
-    query_concurrency: int = 5
-    bootstrap_token: str = ""
-    bootstrap_secret: str = ""
-    bootstrap_sa_username: str = ""
-    bootstrap_sa_secret: str = ""
-
-    @property
-    def dsn(self) -> str:
-        if self.warehouse_dsn:
-            return self.warehouse_dsn
-        return f"chdb://{(self.data_dir / 'chdb').resolve()}"
+    token: str = ""
+    secret: str = ""
+    sa_username: str = ""
+    sa_secret: str = ""
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: object) -> Settings:
-        env = os.environ if env is None else env
-        values: dict[str, object] = dict(
-            data_dir=Path(_get(env, "DATA_DIR", "footfall-data")),
-            warehouse_dsn=_get(env, "WAREHOUSE_DSN", ""),
-            geoip_db=_get(env, "GEOIP_DB", ""),
-            log_level=_get(env, "LOG_LEVEL", "info"),
-            log_format=_get(env, "LOG_FORMAT", "json"),
-            limits=ImportLimits.from_env(env),
-            kafka_bootstrap=_get(env, "KAFKA_BOOTSTRAP", ""),
-            kafka_topic_prefix=_get(env, "KAFKA_TOPIC_PREFIX", ""),
-            kafka_publish_timeout=_float(env, "KAFKA_PUBLISH_TIMEOUT", 10.0),
-            redis_url=_get(env, "REDIS_URL", ""),
-            dedup_ttl_seconds=_int(env, "DEDUP_TTL_SECONDS", 6 * 3600),
-            worker_batch_size=_int(env, "WORKER_BATCH_SIZE", 5000),
-            worker_batch_seconds=_float(env, "WORKER_BATCH_SECONDS", 0.5),
-            worker_consumers=_int(env, "WORKER_CONSUMERS", 1),
-            query_rate_per_hour=_int(env, "QUERY_RATE_PER_HOUR", 60),
-            query_concurrency=_int(env, "QUERY_CONCURRENCY", 5),
-            bootstrap_token=_get(env, "BOOTSTRAP_TOKEN", ""),
-            bootstrap_secret=_get(env, "BOOTSTRAP_SECRET", ""),
-            bootstrap_sa_username=_get(env, "BOOTSTRAP_SA_USERNAME", ""),
-            bootstrap_sa_secret=_get(env, "BOOTSTRAP_SA_SECRET", ""),
+    def from_env(cls, env: Env) -> BootstrapSettings:
+        return cls(
+            token=env.text("BOOTSTRAP_TOKEN"),
+            secret=env.text("BOOTSTRAP_SECRET"),
+            sa_username=env.text("BOOTSTRAP_SA_USERNAME"),
+            sa_secret=env.text("BOOTSTRAP_SA_SECRET"),
         )
-        values.update(overrides)
-        return cls(**values)  # type: ignore[arg-type]
+

@@ -10,6 +10,7 @@ request.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import secrets
@@ -63,6 +64,13 @@ def verify_secret(secret: str, stored: str) -> bool:
         return False
     digest = hashlib.scrypt(secret.encode("utf-8", "surrogatepass"), salt=bytes.fromhex(salt_hex), **_SCRYPT)
     return hmac.compare_digest(digest.hex(), digest_hex)
+
+
+@functools.cache
+def decoy_hash() -> str:
+    """A stored-hash look-alike checked when a username is unknown, so that an unknown username
+    costs the same scrypt as a wrong secret (no user enumeration by timing)."""
+    return hash_secret(secrets.token_urlsafe(32))
 
 
 @dataclass

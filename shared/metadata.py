@@ -14,11 +14,12 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from footfall.shared import credentials
+from footfall.shared.errors import ParamError
 from footfall.shared.warehouse.client import Warehouse
 
 
-class MetadataError(ValueError):
-    pass
+class MetadataError(ParamError):
+    """A metadata change that cannot be made (unknown zone or role, bad username): 400."""
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 import structlog
@@ -29,9 +29,17 @@ from footfall.shared import metrics
 from footfall.shared.errors import FootfallError
 from footfall.shared.warehouse import WarehouseError
 
-__all__ = ["Interface", "build_starlette", "json_response", "plain_error", "read_body"]
+__all__ = ["Background", "Interface", "build_starlette", "json_response", "plain_error", "read_body"]
 
 log = structlog.get_logger(__name__)
+
+class Background(Protocol):
+    """A service a process runs beside its HTTP app (started and stopped by its lifespan)."""
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
 
 Renderer = Callable[[Request, int, str, Mapping[str, str]], Response]
 STORE_RETRY_AFTER = 5

@@ -3,8 +3,9 @@ subprocesses on free ports, clients that retry like the official ones, read-back
 the export endpoint, and a Kafka "caught up" probe.
 
 Each test gets its own topic prefix (so its own topics, consumer group and Redis key
-namespace) and its own chDB folder, which the worker process owns; events are read back
-through that process's HTTP port (it serves the query routes on a chDB store).
+namespace) and its own chDB folder, which the worker process owns while it runs; events
+are read back by `Cluster.read_back`, which stops the workers and exports through a
+`footfall query` process on the same store (a worker only ingests).
 """
 
 from __future__ import annotations
@@ -163,7 +164,7 @@ class Cluster:
 
     @property
     def raw_topic(self) -> str:
-        return f"{self.prefix}events.raw"
+        return f"{self.prefix}events.raw"  # the events stream's topic
 
     @property
     def dlq_topic(self) -> str:
@@ -220,6 +221,21 @@ class Cluster:
     def serve(self, *, start: bool = True, **env: str) -> Proc:
         proc = self._proc(f"serve-{len(self.procs)}", ["serve"], **env)
         return proc.start() if start else proc
+
+    def query(self, *, start: bool = True, **env: str) -> Proc:
+        proc = self._proc(f"query-{len(self.procs)}", ["query"], **env)
+        return proc.start() if start else proc
+
+    def read_back(self, tag: str, *, stop: list[Proc]) -> list[dict]:
+        """The stored events of `tag`, read by a `footfall query` process once the processes
+        in `stop` (the workers holding the chDB folder) have stopped."""
+        for proc in stop:
+            proc.terminate()
+        reader = self.query()
+        try:
+            return export_events(reader.base, tag=tag)
+        finally:
+            reader.terminate()
 
     def stop_all(self) -> None:
         for proc in reversed(self.procs):

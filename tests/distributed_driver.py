@@ -24,7 +24,8 @@ from footfall.services.gateway.kafka_sink import KafkaSink
 from footfall.services.worker.enrich import Enricher
 from footfall.services.worker.main import WorkerGroup, build_worker_group
 from footfall.shared import metrics
-from footfall.shared.config import Settings
+from footfall.services.worker.settings import WorkerSettings
+from footfall.shared.config import KafkaSettings
 from footfall.shared.events import Event
 from footfall.shared.logging import configure_logging
 from footfall.shared.metadata import MetadataRepository
@@ -41,16 +42,9 @@ def chdb(data: Path) -> ClickHouseWarehouse:
     return warehouse
 
 
-def settings_for(args: argparse.Namespace) -> Settings:
-    return Settings.from_env(
-        {},
-        kafka_bootstrap=args.kafka,
-        kafka_topic_prefix=args.prefix,
-        redis_url=args.redis,
-        worker_batch_seconds=0.2,
-        worker_batch_size=1000,
-        kafka_publish_timeout=5.0,
-    )
+def settings_for(args: argparse.Namespace) -> WorkerSettings:
+    kafka = KafkaSettings(bootstrap=args.kafka, topic_prefix=args.prefix, publish_timeout=5.0)
+    return WorkerSettings(kafka=kafka, redis_url=args.redis, batch_seconds=0.2, batch_size=1000)
 
 
 def make_events(n: int, start: int = 0) -> list[Event]:
@@ -105,7 +99,7 @@ async def rebalance(args: argparse.Namespace) -> dict[str, Any]:
     settings = settings_for(args)
     warehouse = chdb(Path(args.data))
     group = build_worker_group(settings, warehouse, Enricher(None), consumers=3)
-    sink = KafkaSink(settings)
+    sink = KafkaSink(settings.kafka)
     await group.start()
     await sink.start()
     try:
@@ -123,7 +117,7 @@ async def rebalance(args: argparse.Namespace) -> dict[str, Any]:
             await asyncio.sleep(0.05)
         await until(lambda: covered(group, [0, 2]), 40, "the two left covering every partition")
         after = partitions_of(group)
-        await wait_caught_up(settings.kafka_bootstrap, group.topics.workers_group, group.topics.of(EVENTS), 60)
+        await wait_caught_up(settings.kafka.bootstrap, group.topics.workers_group, group.topics.of(EVENTS), 60)
     finally:
         await sink.stop()
         await group.stop()
@@ -158,7 +152,7 @@ async def warehouse_outage(args: argparse.Namespace) -> dict[str, Any]:
     inner = chdb(Path(args.data))
     flaky = FlakyWarehouse(inner)
     flaky.down = True
-    sink = KafkaSink(settings)
+    sink = KafkaSink(settings.kafka)
     await sink.start()
     group = build_worker_group(settings, flaky, Enricher(None), consumers=2)  # type: ignore[arg-type]
     await group.start()
@@ -166,20 +160,20 @@ async def warehouse_outage(args: argparse.Namespace) -> dict[str, Any]:
     n = 3000
     await sink.publish(EVENTS, make_events(n))
     await until(lambda: flaky.failed_inserts >= 3, 30, "insert retries")
-    lag_down = sum((await group_lag(settings.kafka_bootstrap, group.topics.workers_group, group.topics.of(EVENTS))).values())
+    lag_down = sum((await group_lag(settings.kafka.bootstrap, group.topics.workers_group, group.topics.of(EVENTS))).values())
     rows_down = counts(inner)["rows"]
     retries = metrics.WORKER_INSERT_RETRIES._value.get()  # type: ignore[attr-defined]
     stop_started = time.monotonic()
     await group.stop()  # SIGTERM during the outage: abandon, commit nothing
     stop_seconds = time.monotonic() - stop_started
-    lag_after_stop = sum((await group_lag(settings.kafka_bootstrap, group.topics.workers_group, group.topics.of(EVENTS))).values())
+    lag_after_stop = sum((await group_lag(settings.kafka.bootstrap, group.topics.workers_group, group.topics.of(EVENTS))).values())
 
     flaky.down = False
     group2 = build_worker_group(settings, flaky, Enricher(None), consumers=2)  # type: ignore[arg-type]
     await group2.start()
     try:
         await sink.publish(EVENTS, make_events(500, start=n))
-        await wait_caught_up(settings.kafka_bootstrap, group2.topics.workers_group, group2.topics.of(EVENTS), 60)
+        await wait_caught_up(settings.kafka.bootstrap, group2.topics.workers_group, group2.topics.of(EVENTS), 60)
     finally:
         await group2.stop()
         await sink.stop()

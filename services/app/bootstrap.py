@@ -14,22 +14,22 @@ from typing import Any
 import orjson
 
 from footfall.shared import credentials
-from footfall.shared.config import Settings
+from footfall.shared.config import BootstrapSettings
 from footfall.shared.credentials import Role
 from footfall.shared.metadata import MetadataRepository
 
 BOOTSTRAP_FILE = "bootstrap.json"
 
 
-def bootstrap_if_empty(repo: MetadataRepository, settings: Settings) -> dict[str, Any] | None:
+def bootstrap_if_empty(repo: MetadataRepository, fixed: BootstrapSettings, data_dir: Path) -> dict[str, Any] | None:
     """Create the default project when there is none; return the new credentials or None."""
     if repo.list_projects():
         return None
     project = repo.create_project("Default", "UTC", project_id=1)
-    token = settings.bootstrap_token or credentials.new_token()
-    secret = settings.bootstrap_secret or credentials.new_secret()
-    username = settings.bootstrap_sa_username or credentials.new_username(project.project_id)
-    sa_secret = settings.bootstrap_sa_secret or credentials.new_secret()
+    token = fixed.token or credentials.new_token()
+    secret = fixed.secret or credentials.new_secret()
+    username = fixed.sa_username or credentials.new_username(project.project_id)
+    sa_secret = fixed.sa_secret or credentials.new_secret()
     repo.add_project_credential(project.project_id, "token", token)
     repo.add_project_credential(project.project_id, "secret", secret)
     sa_id = repo.create_service_account(username, sa_secret)
@@ -42,7 +42,7 @@ def bootstrap_if_empty(repo: MetadataRepository, settings: Settings) -> dict[str
         "project_secret": secret,
         "service_account": {"id": sa_id, "username": username, "secret": sa_secret, "role": Role.OWNER},
     }
-    write_bootstrap_file(settings.data_dir / BOOTSTRAP_FILE, created)
+    write_bootstrap_file(data_dir / BOOTSTRAP_FILE, created)
     return created
 
 

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 import orjson
 
 from footfall.services.app.saved import check_expression
-from footfall.shared.config import Settings
+from footfall.services.app.settings import ManagementSettings
 from footfall.shared.metadata import MetadataRepository
 from footfall.shared.saved import DefinitionError, WarehouseSavedStore, parse_bookmark, parse_funnel
 from footfall.shared.schema import apply_migrations
@@ -95,9 +95,9 @@ def _bookmark_body(args: argparse.Namespace, current: dict[str, Any] | None) -> 
     return body
 
 
-def _run(settings: Settings, project_id: int, work: Callable[[WarehouseSavedStore], int]) -> int:
+def _run(settings: ManagementSettings, project_id: int, work: Callable[[WarehouseSavedStore], int]) -> int:
     try:
-        warehouse = open_warehouse(settings.dsn)
+        warehouse = open_warehouse(settings.store.dsn)
     except Exception as exc:  # chDB folder locked by a running server, unreachable ClickHouse…
         print(f"footfall: cannot open the warehouse: {exc}", file=sys.stderr)
         return 1
@@ -153,7 +153,7 @@ _BOOKMARKS = _Kind(
 )
 
 
-def _manage(kind: _Kind, args: argparse.Namespace, settings: Settings) -> int:
+def _manage(kind: _Kind, args: argparse.Namespace, settings: ManagementSettings) -> int:
     """`args.action` on the saved items of `kind` in project `args.project`."""
     pid: int = args.project
 
@@ -184,11 +184,11 @@ def _manage(kind: _Kind, args: argparse.Namespace, settings: Settings) -> int:
     return _run(settings, pid, work)
 
 
-def cmd_funnels(args: argparse.Namespace, settings: Settings) -> int:
+def cmd_funnels(args: argparse.Namespace, settings: ManagementSettings) -> int:
     return _manage(_FUNNELS, args, settings)
 
 
-def cmd_bookmarks(args: argparse.Namespace, settings: Settings) -> int:
+def cmd_bookmarks(args: argparse.Namespace, settings: ManagementSettings) -> int:
     return _manage(_BOOKMARKS, args, settings)
 
 

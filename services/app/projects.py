@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 
 from footfall.shared import credentials
-from footfall.shared.config import Settings
+from footfall.services.app.settings import ManagementSettings
 from footfall.shared.credentials import Role
 from footfall.shared.metadata import MetadataError, MetadataRepository
 from footfall.shared.schema import apply_migrations
@@ -33,13 +33,13 @@ def _print(value: Any) -> None:
     print(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode())
 
 
-def _with_repo(settings: Settings, action: Any) -> int:
-    if not settings.warehouse_dsn:
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
+def _with_repo(settings: ManagementSettings, action: Any) -> int:
+    if not settings.store.warehouse_dsn:
+        settings.store.data_dir.mkdir(parents=True, exist_ok=True)
     try:
-        warehouse = open_warehouse(settings.dsn)
+        warehouse = open_warehouse(settings.store.dsn)
     except Exception as exc:  # chDB's folder lock, an unreachable server
-        print(f"footfall: cannot open the warehouse {settings.dsn}: {exc}", file=sys.stderr)
+        print(f"footfall: cannot open the warehouse {settings.store.dsn}: {exc}", file=sys.stderr)
         return 1
     try:
         apply_migrations(warehouse)
@@ -51,7 +51,7 @@ def _with_repo(settings: Settings, action: Any) -> int:
         warehouse.close()
 
 
-def cmd_projects(args: argparse.Namespace, settings: Settings) -> int:
+def cmd_projects(args: argparse.Namespace, settings: ManagementSettings) -> int:
     def run(repo: MetadataRepository) -> int:
         if args.action == "list":
             _print([{"project_id": p.project_id, "name": p.name, "timezone": p.timezone} for p in repo.list_projects()])
@@ -67,7 +67,7 @@ def cmd_projects(args: argparse.Namespace, settings: Settings) -> int:
     return _with_repo(settings, run)
 
 
-def cmd_service_accounts(args: argparse.Namespace, settings: Settings) -> int:
+def cmd_service_accounts(args: argparse.Namespace, settings: ManagementSettings) -> int:
     def run(repo: MetadataRepository) -> int:
         if args.project not in {p.project_id for p in repo.list_projects()}:
             raise MetadataError(f"project {args.project} does not exist")

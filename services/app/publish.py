@@ -13,7 +13,7 @@ import asyncio
 import sys
 
 from footfall.services.app.bootstrap import BOOTSTRAP_FILE, bootstrap_if_empty
-from footfall.shared.config import Settings
+from footfall.services.app.settings import ManagementSettings
 from footfall.shared.kafka import Topics, ensure_topics
 from footfall.shared.kafka.directory import DirectoryPublisher
 from footfall.shared.metadata import Directory, MetadataRepository
@@ -21,28 +21,28 @@ from footfall.shared.schema import apply_migrations
 from footfall.shared.warehouse import open_warehouse
 
 
-async def publish(settings: Settings, directory: Directory) -> None:
-    topics = Topics.for_prefix(settings.kafka_topic_prefix)
-    await ensure_topics(settings.kafka_bootstrap, topics)
-    publisher = DirectoryPublisher(settings.kafka_bootstrap, topics.directory, timeout=settings.kafka_publish_timeout)
+async def publish(settings: ManagementSettings, directory: Directory) -> None:
+    topics = Topics.for_prefix(settings.kafka.topic_prefix)
+    await ensure_topics(settings.kafka.bootstrap, topics)
+    publisher = DirectoryPublisher(settings.kafka.bootstrap, topics.directory, timeout=settings.kafka.publish_timeout)
     try:
         await publisher.publish(directory)
     finally:
         await publisher.stop()
 
 
-def publish_directory(settings: Settings) -> Directory:
-    if not settings.kafka_bootstrap:
+def publish_directory(settings: ManagementSettings) -> Directory:
+    if not settings.kafka.bootstrap:
         raise SystemExit("footfall directory publish needs FOOTFALL_KAFKA_BOOTSTRAP")
-    if not settings.warehouse_dsn:
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
-    warehouse = open_warehouse(settings.dsn)
+    if not settings.store.warehouse_dsn:
+        settings.store.data_dir.mkdir(parents=True, exist_ok=True)
+    warehouse = open_warehouse(settings.store.dsn)
     try:
         apply_migrations(warehouse)
         repo = MetadataRepository(warehouse)
-        if bootstrap_if_empty(repo, settings) is not None:
+        if bootstrap_if_empty(repo, settings.bootstrap, settings.store.data_dir) is not None:
             print(
-                f"created project 1; its credentials are in {settings.data_dir / BOOTSTRAP_FILE} (mode 0600)",
+                f"created project 1; its credentials are in {settings.store.data_dir / BOOTSTRAP_FILE} (mode 0600)",
                 file=sys.stderr,
             )
         directory = repo.load_directory()

@@ -27,25 +27,20 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from footfall.shared.expr import check_expr, parse_expr
-from footfall.shared.auth import Authenticator, AuthError, Principal
+from footfall.shared.auth import Authenticator, Principal
 from footfall.shared.credentials import Role
-from footfall.shared.saved import DefinitionError, SavedStore, parse_bookmark, parse_funnel
-from footfall.shared.warehouse import WarehouseError
+from footfall.shared.errors import FootfallError, NotFoundError, ParamError
+from footfall.shared.expr import check_expr, parse_expr
+from footfall.shared.saved import SavedStore, parse_bookmark, parse_funnel
+from footfall.shared.web import Interface, json_response, plain_error, read_body
 
-__all__ = ["WRITE_ROLES", "check_expression", "saved_routes"]
+__all__ = ["MANAGEMENT", "WRITE_ROLES", "check_expression", "saved_routes"]
 
 WRITE_ROLES = (Role.OWNER, Role.ADMIN)
 MAX_BODY = 256 * 1024
 
-
-class AppError(Exception):
-    """A management-interface error with its HTTP status."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
+# The management interface's error shape: `{"error": "...", "status": "error"}`.
+MANAGEMENT = Interface("management", ("/api/app/",), plain_error)
 
 
 def check_expression(text: str) -> None:
@@ -53,24 +48,14 @@ def check_expression(text: str) -> None:
     check_expr(parse_expr(text))
 
 
-def _json(body: Any, status: int = 200) -> Response:
-    return Response(orjson.dumps(body), status_code=status, media_type="application/json")
-
-
-def _error(status: int, message: str) -> Response:
-    return _json({"error": message, "status": "error"}, status)
-
-
 async def _body(request: Request) -> dict[str, Any]:
-    raw = await request.body()
-    if len(raw) > MAX_BODY:
-        raise AppError(413, f"request body larger than {MAX_BODY} bytes")
+    raw = await read_body(request, MAX_BODY)
     try:
         value = orjson.loads(raw)
     except orjson.JSONDecodeError:
-        raise AppError(400, "the request body must be a JSON object") from None
+        raise ParamError("the request body must be a JSON object") from None
     if not isinstance(value, dict):
-        raise AppError(400, "the request body must be a JSON object")
+        raise ParamError("the request body must be a JSON object")
     return value
 
 
@@ -168,51 +153,40 @@ class _Resource:
         self.kind = kind
         self.authenticator = authenticator
 
-    def _principal(self, request: Request, *, write: bool) -> Principal:
-        project_id = request.path_params["project_id"]
-        principal = self.authenticator.authenticate(
-            request.headers.get("authorization"), str(project_id), allow_token=False
-        )
-        if principal.via != "service_account":
-            raise AuthError(401, "the management interface needs service-account credentials")
-        if write and principal.role not in WRITE_ROLES:
-            raise AuthError(403, f"changing saved {self.kind.label}s requires a service account with role Owner or Admin")
-        return principal
-
     def endpoint(self, action: Action, *, write: bool) -> Endpoint:
+        """Authenticate (off the event loop) a service account of the path's project, with a
+        writing role for changes; errors are raised and rendered by `MANAGEMENT`."""
+
         async def handle(request: Request) -> Response:
-            try:
-                principal = self._principal(request, write=write)
-                return await action(request, principal)
-            except AuthError as exc:
-                return _error(exc.status, exc.message)
-            except AppError as exc:
-                return _error(exc.status, exc.message)
-            except DefinitionError as exc:
-                return _error(400, exc.message)
-            except WarehouseError:
-                return _error(503, "the metadata store is unavailable")
+            principal = await self.authenticator.for_management_async(
+                request.headers.get("authorization"),
+                str(request.path_params["project_id"]),
+                client=request.client.host if request.client is not None else None,
+                write_roles=WRITE_ROLES if write else (),
+                action=f"changing saved {self.kind.label}s",
+            )
+            return await action(request, principal)
 
         return handle
 
-    def _missing(self, item_id: int) -> AppError:
-        return AppError(404, f"{self.kind.label} {item_id} not found in this project")
+    def _missing(self, item_id: int) -> FootfallError:
+        return NotFoundError(f"{self.kind.label} {item_id} not found in this project")
 
     async def list(self, request: Request, principal: Principal) -> Response:
         items = await run_in_threadpool(self.kind.list, principal.project_id)
-        return _json({"status": "ok", "results": items})
+        return json_response({"status": "ok", "results": items})
 
     async def create(self, request: Request, principal: Principal) -> Response:
         name, value = self.kind.validate(await _body(request))
         item = await run_in_threadpool(self.kind.create, principal.project_id, name, value)
-        return _json({"status": "ok", "results": item}, 201)
+        return json_response({"status": "ok", "results": item}, 201)
 
     async def get(self, request: Request, principal: Principal) -> Response:
         item_id = _item_id(request, "item_id")
         item = await run_in_threadpool(self.kind.get, principal.project_id, item_id)
         if item is None:
             raise self._missing(item_id)
-        return _json({"status": "ok", "results": item})
+        return json_response({"status": "ok", "results": item})
 
     async def put(self, request: Request, principal: Principal) -> Response:
         item_id = _item_id(request, "item_id")
@@ -232,13 +206,13 @@ class _Resource:
         item = await run_in_threadpool(self.kind.update, principal.project_id, item_id, name, value)
         if item is None:
             raise self._missing(item_id)
-        return _json({"status": "ok", "results": item})
+        return json_response({"status": "ok", "results": item})
 
     async def delete(self, request: Request, principal: Principal) -> Response:
         item_id = _item_id(request, "item_id")
         if not await run_in_threadpool(self.kind.delete, principal.project_id, item_id):
             raise self._missing(item_id)
-        return _json({"status": "ok"})
+        return json_response({"status": "ok"})
 
     def routes(self, collection: str) -> list[Route]:
         base = f"/api/app/projects/{{project_id:int}}/{collection}"

@@ -1,18 +1,21 @@
-"""`build_app(...)`: the gateway's routes. Explicit wiring; no logic lives here."""
+"""The gateway's routes and app. Explicit wiring; no logic lives here."""
 
 from __future__ import annotations
 
-from contextlib import asynccontextmanager
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 from starlette.applications import Starlette
 from starlette.routing import Route
 
 from footfall.services.gateway.import_ import ImportEndpoint
+from footfall.services.gateway.responses import INGESTION
 from footfall.services.gateway.sinks import Sink
 from footfall.shared.auth import Authenticator
 from footfall.shared.config import ImportLimits
 from footfall.shared.web import build_starlette
+
+__all__ = ["INGESTION", "build_app", "import_routes"]
 
 
 def import_routes(authenticator: Authenticator, sink: Sink, limits: ImportLimits) -> list[Route]:
@@ -24,6 +27,8 @@ def import_routes(authenticator: Authenticator, sink: Sink, limits: ImportLimits
 
 
 def build_app(authenticator: Authenticator, sink: Sink, limits: ImportLimits) -> Starlette:
+    """The ingestion interface alone, over `sink` (the unit tests' gateway)."""
+
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await sink.start()
@@ -32,4 +37,5 @@ def build_app(authenticator: Authenticator, sink: Sink, limits: ImportLimits) ->
         finally:
             await sink.stop()
 
-    return build_starlette("gateway", import_routes(authenticator, sink, limits), lifespan=lifespan)
+    routes = import_routes(authenticator, sink, limits)
+    return build_starlette("gateway", routes, interfaces=[INGESTION], lifespan=lifespan)

@@ -10,7 +10,7 @@ stream's partition key (events: `project_id:distinct_id`), so any producer agree
 a user's items live.
 
 Failure: broker unreachable, a refused batch, or no ack within
-`settings.kafka_publish_timeout` → `UnavailableError` (503 + Retry-After). Events
+`FOOTFALL_KAFKA_PUBLISH_TIMEOUT` → `UnavailableError` (503 + Retry-After). Events
 of a timed-out request may still reach Kafka later; the client's retry then creates
 duplicates, which the workers' dedup layers remove. Never a 200 for an unacknowledged
 event. When a batch fails (expired, refused) the producer is replaced by a fresh one (a
@@ -35,7 +35,7 @@ from aiokafka.partitioner import murmur2
 
 from footfall.shared.errors import UnavailableError
 from footfall.shared import metrics
-from footfall.shared.config import Settings
+from footfall.shared.config import KafkaSettings
 from footfall.shared.kafka import Topics, accepted_header, ensure_topics
 from footfall.shared.streams import Stream
 
@@ -71,10 +71,10 @@ def _key_hash(key: bytes) -> int:
 
 
 class KafkaSink:
-    def __init__(self, settings: Settings, topics: Topics | None = None) -> None:
-        self.bootstrap = settings.kafka_bootstrap
-        self.topics = topics or Topics.for_prefix(settings.kafka_topic_prefix)
-        self.timeout = settings.kafka_publish_timeout
+    def __init__(self, kafka: KafkaSettings, topics: Topics | None = None) -> None:
+        self.bootstrap = kafka.bootstrap
+        self.topics = topics or Topics.for_prefix(kafka.topic_prefix)
+        self.timeout = kafka.publish_timeout
         self.compression = best_compression()
         self._producer: AIOKafkaProducer | None = None
         self._partitions: dict[str, list[int]] = {}  # per topic

@@ -14,12 +14,11 @@ import orjson
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
-from footfall.services.gateway.app import import_routes
+from footfall.services.gateway.app import INGESTION, import_routes
 from footfall.services.gateway.credentials import FollowedAuthenticator
 from footfall.services.gateway.kafka_sink import KafkaSink
-from footfall.shared.config import Settings
+from footfall.services.gateway.settings import GatewaySettings
 from footfall.shared.kafka import Topics
 from footfall.shared.kafka.directory import DirectoryFollower
 from footfall.shared.kafka.logs import quiet_aiokafka
@@ -30,14 +29,14 @@ from footfall.shared.web import build_starlette
 DIRECTORY_WAIT_SECONDS = 15.0
 
 
-def build_gateway(settings: Settings) -> Starlette:
-    if not settings.kafka_bootstrap:
+def build_gateway(settings: GatewaySettings) -> Starlette:
+    if not settings.kafka.bootstrap:
         raise SystemExit("footfall gateway needs FOOTFALL_KAFKA_BOOTSTRAP (host:port of a Kafka broker)")
     quiet_aiokafka()
-    topics = Topics.for_prefix(settings.kafka_topic_prefix)
+    topics = Topics.for_prefix(settings.kafka.topic_prefix)
     authenticator = FollowedAuthenticator()
-    follower = DirectoryFollower(settings.kafka_bootstrap, topics.directory, authenticator.replace)
-    sink = KafkaSink(settings, topics)
+    follower = DirectoryFollower(settings.kafka.bootstrap, topics.directory, authenticator.replace)
+    sink = KafkaSink(settings.kafka, topics)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -57,12 +56,12 @@ def build_gateway(settings: Settings) -> Starlette:
         return Response(orjson.dumps(body), status_code=200 if authenticator.loaded else 503,
                         media_type="application/json")
 
-    routes = [Route("/healthz", healthz, methods=["GET"]), *import_routes(authenticator, sink, settings.limits)]
-    return build_starlette("gateway", routes, lifespan=lifespan)
+    routes = import_routes(authenticator, sink, settings.limits)
+    return build_starlette("gateway", routes, interfaces=[INGESTION], lifespan=lifespan, health=healthz)
 
 
 def create_app() -> Starlette:
     """uvicorn factory (one per worker process): settings from the environment."""
-    settings = Settings.from_env()
-    configure_logging(settings.log_level, settings.log_format)
+    settings = GatewaySettings.from_env()
+    configure_logging(settings.log.level, settings.log.format)
     return build_gateway(settings)

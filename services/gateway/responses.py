@@ -1,11 +1,22 @@
-"""The response bodies existing clients parse (semantics §6.1)."""
+"""The response bodies existing clients parse (semantics §6.1), errors included.
+
+`INGESTION` is the ingestion interface of the one error model: every error on its paths
+(`/import`, and later `/track`, `/engage`, `/groups`) is answered by `ingestion_error`:
+`{"code", "error", "status"}`, or in form mode (`request.state.answer.legacy`) the
+legacy `0` / `{"status": 0, "error"}` that old clients parse.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
+from starlette.requests import Request
 from starlette.responses import Response
+
+from footfall.shared.web import Interface
 
 from footfall.shared.events import Failure
 
@@ -56,3 +67,28 @@ def legacy_result(ok: bool, *, verbose: bool, error: str | None = None, status_c
     if verbose:
         return OrjsonResponse({"status": 1 if ok else 0, "error": None if ok else error}, status_code=status_code)
     return Response(b"1" if ok else b"0", status_code=status_code, media_type="text/plain")
+
+
+@dataclass(frozen=True)
+class Answer:
+    """How this request wants its answer: form mode (`legacy`) and `verbose`."""
+
+    legacy: bool
+    verbose: bool
+
+
+def client_address(request: Request) -> str | None:
+    return request.client.host if request.client is not None else None
+
+
+def ingestion_error(request: Request, status: int, message: str, headers: Mapping[str, str]) -> Response:
+    answer = getattr(request.state, "answer", None)
+    if isinstance(answer, Answer) and answer.legacy:
+        response = legacy_result(False, verbose=answer.verbose, error=message, status_code=status)
+    else:
+        response = json_error(status, message)
+    response.headers.update(headers)
+    return response
+
+
+INGESTION = Interface("ingestion", ("/import", "/track", "/engage", "/groups"), ingestion_error)

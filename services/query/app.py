@@ -5,7 +5,7 @@ from __future__ import annotations
 from starlette.applications import Starlette
 from starlette.routing import Route
 
-from footfall.services.query.endpoints import Handler, QueryService
+from footfall.services.query.endpoints import QUERY, Handler, QueryService
 from footfall.services.query.limits import QueryLimiter
 from footfall.services.query.reports import (
     events,
@@ -19,7 +19,7 @@ from footfall.services.query.reports import (
     stream,
 )
 from footfall.shared.auth import Authenticator
-from footfall.shared.config import Settings
+from footfall.services.query.settings import QuerySettings
 from footfall.shared.warehouse import Warehouse
 from footfall.shared.web import build_starlette
 
@@ -44,9 +44,9 @@ REPORTS: dict[str, Handler] = {
 }
 
 
-def query_routes(authenticator: Authenticator, warehouse: Warehouse, settings: Settings) -> list[Route]:
+def query_routes(authenticator: Authenticator, warehouse: Warehouse, settings: QuerySettings) -> list[Route]:
     service = QueryService(
-        authenticator, warehouse, QueryLimiter(settings.query_rate_per_hour, settings.query_concurrency)
+        authenticator, warehouse, QueryLimiter(settings.rate_per_hour, settings.concurrency)
     )
     routes = service.routes(REPORTS)
     # Raw export has its own (much higher) limits at the interface; it is not counted
@@ -56,5 +56,6 @@ def query_routes(authenticator: Authenticator, warehouse: Warehouse, settings: S
     return routes
 
 
-def build_app(authenticator: Authenticator, warehouse: Warehouse, settings: Settings) -> Starlette:
-    return build_starlette("query", query_routes(authenticator, warehouse, settings))
+def build_app(authenticator: Authenticator, warehouse: Warehouse, settings: QuerySettings) -> Starlette:
+    """The query interface alone (tests); `footfall query` adds management (`main.py`)."""
+    return build_starlette("query", query_routes(authenticator, warehouse, settings), interfaces=[QUERY])

@@ -1,26 +1,25 @@
-"""Wiring of query endpoints: every report handler is wrapped with auth, limits, parameter
-parsing and the interface's error shape, and served under `/api/query/<x>` and
-`/api/2.0/<x>` (trailing slash optional, GET or POST)."""
+"""Wiring of query endpoints: every report handler is wrapped with auth, limits and parameter
+parsing, and served under `/api/query/<x>` and `/api/2.0/<x>` (trailing slash optional,
+GET or POST). `QUERY` is the interface's error shape in the one error model."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
 import structlog
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from footfall.shared.errors import FootfallError
 from footfall.services.query.limits import QueryLimiter
 from footfall.services.query.params import Params
 from footfall.shared import metrics
-from footfall.shared.auth import Authenticator, AuthError, Principal
-from footfall.shared.warehouse import Warehouse, WarehouseError
+from footfall.shared.auth import Authenticator, Principal
+from footfall.shared.warehouse import Warehouse
+from footfall.shared.web import Interface, json_response
 
 log = structlog.get_logger(__name__)
 
@@ -44,13 +43,17 @@ class QueryContext:
 Handler = Callable[[QueryContext], Awaitable[Any]]
 
 
-def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
-    return Response(orjson.dumps(body), status_code=status, media_type="application/json", headers=headers)
-
-
 def _request_text(request: Request) -> str:
     query = request.url.query
     return request.url.path + ("?" + query if query else "")
+
+
+def query_error(request: Request, status: int, message: str, headers: Mapping[str, str]) -> Response:
+    """The query interface's error body (semantics §0.4): `{"request": <path?query>, "error"}`."""
+    return json_response({"request": _request_text(request), "error": message}, status, headers)
+
+
+QUERY = Interface("query", ("/api/query/", "/api/2.0/"), query_error)
 
 
 @dataclass
@@ -60,12 +63,16 @@ class QueryService:
     limiter: QueryLimiter
 
     def wrap(self, name: str, handler: Handler, *, limited: bool = True) -> Callable[[Request], Awaitable[Response]]:
+        """Authenticate, apply the project's limits, run the report; errors are raised and
+        rendered by `query_error`."""
+
         async def endpoint(request: Request) -> Response:
             started = time.perf_counter()
             try:
                 params = await Params.from_request(request)
+                client = request.client.host if request.client is not None else None
                 principal = await self.authenticator.for_query_async(
-                    request.headers.get("authorization"), params.get("project_id")
+                    request.headers.get("authorization"), params.get("project_id"), client=client
                 )
                 ctx = QueryContext(principal, params, self.warehouse, request)
                 if limited:
@@ -73,15 +80,6 @@ class QueryService:
                         result = await handler(ctx)
                 else:
                     result = await handler(ctx)
-            except (FootfallError, AuthError) as exc:
-                retry_after = getattr(exc, "retry_after", None)
-                headers = {"Retry-After": str(retry_after)} if retry_after else None
-                return json_response(
-                    {"request": _request_text(request), "error": exc.message}, exc.status, headers
-                )
-            except WarehouseError as exc:
-                log.error("query_failed", endpoint=name, error=str(exc)[:2000])
-                return json_response({"request": _request_text(request), "error": "query failed"}, 500)
             finally:
                 metrics.QUERY_SECONDS.labels(name).observe(time.perf_counter() - started)
             return result if isinstance(result, Response) else json_response(result)

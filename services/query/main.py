@@ -18,10 +18,11 @@ from dataclasses import dataclass
 import structlog
 from starlette.applications import Starlette
 
-from footfall.services.app.saved import saved_routes
+from footfall.services.app.saved import MANAGEMENT, saved_routes
 from footfall.services.query.app import query_routes
+from footfall.services.query.endpoints import QUERY
 from footfall.shared.auth import Authenticator
-from footfall.shared.config import Settings
+from footfall.services.query.settings import QuerySettings
 from footfall.shared.metadata import MetadataRepository
 from footfall.shared.saved import WarehouseSavedStore
 from footfall.shared.schema import apply_migrations
@@ -51,8 +52,8 @@ async def _refresh(repo: MetadataRepository, authenticator: Authenticator, every
         authenticator.replace(directory)
 
 
-def build_query(settings: Settings, *, refresh_seconds: float = REFRESH_SECONDS) -> QueryProcess:
-    warehouse = open_warehouse(settings.dsn)
+def build_query(settings: QuerySettings, *, refresh_seconds: float = REFRESH_SECONDS) -> QueryProcess:
+    warehouse = open_warehouse(settings.store.dsn)
     apply_migrations(warehouse)
     repo = MetadataRepository(warehouse)
     authenticator = Authenticator(repo.load_directory())
@@ -71,5 +72,5 @@ def build_query(settings: Settings, *, refresh_seconds: float = REFRESH_SECONDS)
     # The management interface (saved funnels and reports) lives beside the queries that
     # read it: this process is the one with warehouse access in the distributed shape.
     routes = query_routes(authenticator, warehouse, settings) + saved_routes(authenticator, WarehouseSavedStore(warehouse))
-    app = build_starlette("query", routes, lifespan=lifespan)
+    app = build_starlette("query", routes, interfaces=[QUERY, MANAGEMENT], lifespan=lifespan)
     return QueryProcess(app, warehouse, authenticator)

@@ -12,20 +12,20 @@ import structlog
 from starlette.applications import Starlette
 
 from footfall.services.app.bootstrap import BOOTSTRAP_FILE, bootstrap_if_empty
-from footfall.services.app.saved import saved_routes
-from footfall.services.gateway.app import import_routes
+from footfall.services.app.saved import MANAGEMENT, saved_routes
+from footfall.services.gateway.app import INGESTION, import_routes
 from footfall.services.gateway.sinks import Sink
 from footfall.services.query.app import query_routes
+from footfall.services.query.endpoints import QUERY
+from footfall.services.standalone.settings import ServeSettings
 from footfall.services.standalone.sink import EmbeddedSink
-from footfall.services.worker.enrich import Enricher, open_geo_reader
-from footfall.services.worker.main import Background
+from footfall.services.worker.enrich import open_enricher
 from footfall.shared.auth import Authenticator
-from footfall.shared.config import Settings
 from footfall.shared.metadata import MetadataRepository
 from footfall.shared.saved import WarehouseSavedStore
 from footfall.shared.schema import apply_migrations
 from footfall.shared.warehouse import ClickHouseWarehouse, open_warehouse
-from footfall.shared.web import build_starlette
+from footfall.shared.web import Background, build_starlette
 
 log = structlog.get_logger(__name__)
 
@@ -38,31 +38,24 @@ class Embedded:
     repo: MetadataRepository
 
 
-def open_enricher(settings: Settings) -> Enricher:
-    if not settings.geoip_db:
-        log.warning("geoip_disabled", reason="FOOTFALL_GEOIP_DB is not set: events get no $city/$region/mp_country_code")
-        return Enricher(None)
-    return Enricher(open_geo_reader(settings.geoip_db))
-
-
-def build_embedded(settings: Settings, *, sink: Sink | None = None) -> Embedded:
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
-    warehouse = open_warehouse(settings.dsn)
+def build_embedded(settings: ServeSettings, *, sink: Sink | None = None) -> Embedded:
+    settings.store.data_dir.mkdir(parents=True, exist_ok=True)
+    warehouse = open_warehouse(settings.store.dsn)
     apply_migrations(warehouse)
     repo = MetadataRepository(warehouse)
-    created = bootstrap_if_empty(repo, settings)
+    created = bootstrap_if_empty(repo, settings.bootstrap, settings.store.data_dir)
     if created is not None:
         _announce(created, settings)
     authenticator = Authenticator(repo.load_directory())
-    enricher = open_enricher(settings)
+    enricher = open_enricher(settings.worker.geoip_db)
     background: list[Background] = []
-    if sink is None and settings.kafka_bootstrap:
+    if sink is None and settings.distributed:
         # The distributed path in one process: /import → Kafka → in-process consumers → this store.
         from footfall.services.gateway.kafka_sink import KafkaSink
         from footfall.services.worker.main import in_process_workers
 
-        sink = KafkaSink(settings)
-        background = in_process_workers(settings, warehouse, enricher, authenticator)
+        sink = KafkaSink(settings.gateway.kafka)
+        background = in_process_workers(settings.worker, warehouse, enricher, authenticator)
     sink = sink or EmbeddedSink(warehouse, enricher)
 
     @asynccontextmanager
@@ -79,19 +72,20 @@ def build_embedded(settings: Settings, *, sink: Sink | None = None) -> Embedded:
             enricher.close()
             warehouse.close()
 
-    routes = import_routes(authenticator, sink, settings.limits) + query_routes(authenticator, warehouse, settings)
+    routes = import_routes(authenticator, sink, settings.gateway.limits)
+    routes += query_routes(authenticator, warehouse, settings.query)
     routes += saved_routes(authenticator, WarehouseSavedStore(warehouse))
-    app = build_starlette("embedded", routes, lifespan=lifespan)
+    app = build_starlette("embedded", routes, interfaces=[INGESTION, QUERY, MANAGEMENT], lifespan=lifespan)
     return Embedded(app, warehouse, authenticator, repo)
 
 
-def _announce(created: dict[str, object], settings: Settings) -> None:
+def _announce(created: dict[str, object], settings: ServeSettings) -> None:
     sa = created["service_account"]
     assert isinstance(sa, dict)
     lines = [
         "",
         "Footfall created project 1 (\"Default\", UTC). These credentials are shown once;",
-        f"they are also in {settings.data_dir / BOOTSTRAP_FILE} (mode 0600):",
+        f"they are also in {settings.store.data_dir / BOOTSTRAP_FILE} (mode 0600):",
         f"  project token:            {created['project_token']}",
         f"  project secret:           {created['project_secret']}",
         f"  service account username: {sa['username']}",

@@ -1,7 +1,8 @@
 """Composition root of `footfall worker`: N consumers of the group in one process, their
-shared dedup store, dead-letter producer and warehouse, and a small HTTP app
-(`/healthz`, `/metrics`; plus the query routes when the store is chDB, because then
-this is the only process that may open it). No logic lives here.
+shared dedup store, dead-letter producer and warehouse, and a small HTTP app (`/healthz`,
+`/metrics`). A worker only ingests: where chDB is the store (only one process may open
+it) and queries are wanted too, run `footfall serve` with `FOOTFALL_KAFKA_BOOTSTRAP`,
+which hosts the consumers beside every interface. No logic lives here.
 
 The worker also owns the metadata it can read: it publishes the credential snapshot to
 the directory topic (on start, on change, and every few minutes) so that gateways,
@@ -14,7 +15,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import orjson
 import structlog
@@ -27,44 +28,29 @@ from starlette.routing import Route
 from footfall.services.worker.consumer import WorkerConsumer
 from footfall.services.worker.dedup import DedupStore, MemoryDedup, RedisDedup
 from footfall.services.worker.dlq import KafkaDeadLetters
-from footfall.services.worker.enrich import Enricher, open_geo_reader
+from footfall.services.worker.enrich import Enricher, open_enricher
 from footfall.services.worker.pipeline import BatchProcessor
 from footfall.shared.auth import Authenticator
-from footfall.shared.config import Settings
+from footfall.services.worker.settings import WorkerSettings
 from footfall.shared.kafka import Topics, ensure_topics
 from footfall.shared.kafka.directory import DirectoryPublisher, DirectoryRefresher
 from footfall.shared.kafka.logs import quiet_aiokafka
 from footfall.shared.metadata import Directory, MetadataRepository
 from footfall.shared.schema import apply_migrations
 from footfall.shared.warehouse import ClickHouseWarehouse, Warehouse, open_warehouse
-from footfall.shared.web import build_starlette
+from footfall.shared.web import Background, build_starlette
 
 log = structlog.get_logger(__name__)
 
 KAFKA_START_SECONDS = 60.0
 
 
-class Background(Protocol):
-    """A service a process runs beside its HTTP app (started and stopped by its lifespan)."""
-
-    async def start(self) -> None: ...
-
-    async def stop(self) -> None: ...
-
-
-def open_enricher(geoip_db: str) -> Enricher:
-    if not geoip_db:
-        log.warning("geoip_disabled", reason="FOOTFALL_GEOIP_DB is not set: events get no $city/$region/mp_country_code")
-        return Enricher(None)
-    return Enricher(open_geo_reader(geoip_db))
-
-
-def open_dedup(settings: Settings) -> DedupStore:
+def open_dedup(settings: WorkerSettings) -> DedupStore:
     if not settings.redis_url:
         log.warning("redis_dedup_disabled", reason="FOOTFALL_REDIS_URL is not set: in-process dedup memory only")
         return MemoryDedup(settings.dedup_ttl_seconds)
     # The topic prefix namespaces the keys, so deployments can share one Redis.
-    return RedisDedup(settings.redis_url, settings.dedup_ttl_seconds, prefix=settings.kafka_topic_prefix.encode())
+    return RedisDedup(settings.redis_url, settings.dedup_ttl_seconds, prefix=settings.kafka.topic_prefix.encode())
 
 
 async def wait_for_topics(bootstrap: str, topics: Topics, patience: float = KAFKA_START_SECONDS) -> None:
@@ -86,7 +72,7 @@ async def wait_for_topics(bootstrap: str, topics: Topics, patience: float = KAFK
 class WorkerGroup:
     """The consumers of one process and what they share."""
 
-    settings: Settings
+    settings: WorkerSettings
     topics: Topics
     consumers: list[WorkerConsumer]
     dedup: DedupStore
@@ -94,7 +80,7 @@ class WorkerGroup:
     started: bool = field(default=False)
 
     async def start(self) -> None:
-        await wait_for_topics(self.settings.kafka_bootstrap, self.topics)
+        await wait_for_topics(self.settings.kafka.bootstrap, self.topics)
         # Together, so the group settles in one rebalance rather than one per consumer.
         await asyncio.gather(*(c.start() for c in self.consumers))
         self.started = True
@@ -123,21 +109,21 @@ class WorkerGroup:
 
 
 def build_worker_group(
-    settings: Settings, warehouse: Warehouse, enricher: Enricher, *, consumers: int, topics: Topics | None = None
+    settings: WorkerSettings, warehouse: Warehouse, enricher: Enricher, *, consumers: int, topics: Topics | None = None
 ) -> WorkerGroup:
-    topics = topics or Topics.for_prefix(settings.kafka_topic_prefix)
+    topics = topics or Topics.for_prefix(settings.kafka.topic_prefix)
     dedup = open_dedup(settings)
-    dead_letters = KafkaDeadLetters(settings.kafka_bootstrap, topics.dlq, timeout=settings.kafka_publish_timeout)
+    dead_letters = KafkaDeadLetters(settings.kafka.bootstrap, topics.dlq, timeout=settings.kafka.publish_timeout)
     processor = BatchProcessor(topics.streams, warehouse, enricher, dedup, dead_letters)
     members = [
         WorkerConsumer(
             str(i),
-            bootstrap=settings.kafka_bootstrap,
+            bootstrap=settings.kafka.bootstrap,
             topics=list(topics.streams),
             group=topics.workers_group,
             processor=processor,
-            batch_size=settings.worker_batch_size,
-            batch_seconds=settings.worker_batch_seconds,
+            batch_size=settings.batch_size,
+            batch_seconds=settings.batch_seconds,
         )
         for i in range(max(consumers, 1))
     ]
@@ -145,25 +131,25 @@ def build_worker_group(
 
 
 def build_directory_refresher(
-    settings: Settings, warehouse: Warehouse, authenticator: Authenticator, topics: Topics
+    settings: WorkerSettings, warehouse: Warehouse, authenticator: Authenticator, topics: Topics
 ) -> DirectoryRefresher:
     repo = MetadataRepository(warehouse)
 
     async def load() -> Directory:
         return await warehouse.run(repo.load_directory)
 
-    publisher = DirectoryPublisher(settings.kafka_bootstrap, topics.directory, timeout=settings.kafka_publish_timeout)
+    publisher = DirectoryPublisher(settings.kafka.bootstrap, topics.directory, timeout=settings.kafka.publish_timeout)
     return DirectoryRefresher(load, authenticator.replace, publisher)
 
 
 def in_process_workers(
-    settings: Settings, warehouse: Warehouse, enricher: Enricher, authenticator: Authenticator
+    settings: WorkerSettings, warehouse: Warehouse, enricher: Enricher, authenticator: Authenticator
 ) -> list[Background]:
     """For `footfall serve` with Kafka: the directory publisher, then the consumers."""
     quiet_aiokafka()
-    topics = Topics.for_prefix(settings.kafka_topic_prefix)
+    topics = Topics.for_prefix(settings.kafka.topic_prefix)
     refresher = build_directory_refresher(settings, warehouse, authenticator, topics)
-    group = build_worker_group(settings, warehouse, enricher, consumers=settings.worker_consumers, topics=topics)
+    group = build_worker_group(settings, warehouse, enricher, consumers=settings.consumers, topics=topics)
     return [refresher, group]
 
 
@@ -174,16 +160,16 @@ class Worker:
     warehouse: ClickHouseWarehouse
 
 
-def build_worker(settings: Settings, *, consumers: int) -> Worker:
-    if not settings.kafka_bootstrap:
+def build_worker(settings: WorkerSettings, *, consumers: int) -> Worker:
+    if not settings.kafka.bootstrap:
         raise SystemExit("footfall worker needs FOOTFALL_KAFKA_BOOTSTRAP (host:port of a Kafka broker)")
     quiet_aiokafka()
-    if settings.warehouse_dsn == "":
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
-    warehouse = open_warehouse(settings.dsn)
+    if settings.store.warehouse_dsn == "":
+        settings.store.data_dir.mkdir(parents=True, exist_ok=True)
+    warehouse = open_warehouse(settings.store.dsn)
     apply_migrations(warehouse)
     enricher = open_enricher(settings.geoip_db)
-    topics = Topics.for_prefix(settings.kafka_topic_prefix)
+    topics = Topics.for_prefix(settings.kafka.topic_prefix)
     group = build_worker_group(settings, warehouse, enricher, consumers=consumers, topics=topics)
     authenticator = Authenticator(Directory())
     refresher = build_directory_refresher(settings, warehouse, authenticator, topics)
@@ -191,13 +177,6 @@ def build_worker(settings: Settings, *, consumers: int) -> Worker:
     async def healthz(request: Request) -> Response:
         ok, body = group.health()
         return Response(orjson.dumps(body), status_code=200 if ok else 503, media_type="application/json")
-
-    routes: list[Route] = [Route("/healthz", healthz, methods=["GET"])]
-    if warehouse.dsn.embedded:
-        # chDB: this process is the only one that can read the store, so it answers queries too.
-        from footfall.services.query.app import query_routes
-
-        routes += query_routes(authenticator, warehouse, settings)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -211,5 +190,5 @@ def build_worker(settings: Settings, *, consumers: int) -> Worker:
             enricher.close()
             warehouse.close()
 
-    app = build_starlette("worker", routes, lifespan=lifespan)
+    app = build_starlette("worker", [], lifespan=lifespan, health=healthz)
     return Worker(app, group, warehouse)

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any
 
+from footfall.shared.errors import ParamError
+
 __all__ = [
     "BOOKMARK_UNITS",
     "COUNT_TYPES",
@@ -44,12 +46,11 @@ _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 ExprCheck = Callable[[str], None]
 
 
-class DefinitionError(ValueError):
-    """An invalid saved definition. `field` names the offending member (`steps[1].selector`)."""
+class DefinitionError(ParamError):
+    """An invalid saved definition (400). `field` names the offending member (`steps[1].selector`)."""
 
     def __init__(self, message: str, field: str | None = None, position: int | None = None) -> None:
         super().__init__(f"{field}: {message}" if field else message)
-        self.message = str(self)
         self.field = field
         self.position = position
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.distributed import Cluster, export_events, insert_ids, make_events, metric_value, post_import, wait_for
+from tests.distributed import Cluster, insert_ids, make_events, metric_value, post_import, wait_for
 from tests.services import redis_down
 
 pytestmark = [pytest.mark.kafka, pytest.mark.redis, pytest.mark.e2e, pytest.mark.timeout(240)]
@@ -49,6 +49,6 @@ def test_redis_outage_keeps_ingesting_and_no_duplicate_surfaces(cluster: Cluster
     send(events[2000:])  # marked after Redis came back: dropped by Redis
     cluster.caught_up()
 
-    ids = insert_ids(export_events(worker.base, tag="rdown"))
-    assert len(ids) == len(set(ids)) == 3000
     assert metric_value(worker.metrics(), "footfall_duplicates_dropped_total", 'layer="redis"') >= 1000
+    ids = insert_ids(cluster.read_back("rdown", stop=[worker]))
+    assert len(ids) == len(set(ids)) == 3000

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tests.distributed import Cluster, export_events, import_with_retry, insert_ids, make_events, metric_value
+from tests.distributed import Cluster, import_with_retry, insert_ids, make_events, metric_value
 
 pytestmark = [pytest.mark.kafka, pytest.mark.redis, pytest.mark.e2e, pytest.mark.timeout(240)]
 
@@ -52,7 +52,7 @@ def test_sigkill_worker_mid_stream_every_acknowledged_event_once(cluster: Cluste
 
     assert not errors, f"the client gave up: {errors[0]!r}"
     cluster.caught_up(timeout=90)
-    ids = insert_ids(export_events(restarted.base, tag="kill"))
+    ids = insert_ids(cluster.read_back("kill", stop=[restarted]))
     assert len(acked) == 15000
     assert len(ids) == len(set(ids)), "an event surfaced twice"
     assert set(ids) == set(acked), f"missing: {len(set(acked) - set(ids))}"

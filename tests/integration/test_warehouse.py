@@ -15,7 +15,7 @@ from footfall.services.worker.enrich import Enricher
 from footfall.services.worker.store import store_batch
 from footfall.shared.streams import EVENTS
 from footfall.shared.auth import Authenticator, AuthError
-from footfall.shared.config import Settings
+from footfall.shared.config import BootstrapSettings, Env, StoreSettings
 from footfall.shared.credentials import lookup_key
 from footfall.shared.events import Event
 from footfall.shared.events.model import event_dedup_key
@@ -82,7 +82,7 @@ def test_parse_dsn_errors(text: str) -> None:
 
 
 def test_settings_default_dsn_is_absolute_chdb(tmp_path: Path) -> None:
-    dsn = parse_dsn(Settings(data_dir=tmp_path / "data").dsn)
+    dsn = parse_dsn(StoreSettings(data_dir=tmp_path / "data").dsn)
     assert dsn.embedded and dsn.path == str((tmp_path / "data" / "chdb").resolve())
 
 
@@ -324,13 +324,12 @@ def all_metadata_text(wh: ClickHouseWarehouse) -> str:
 
 
 def test_bootstrap_creates_project_1_once(clean_warehouse: ClickHouseWarehouse, tmp_path: Path) -> None:
-    settings = Settings(data_dir=tmp_path)
     repo = MetadataRepository(clean_warehouse)
-    created = bootstrap_if_empty(repo, settings)
+    created = bootstrap_if_empty(repo, BootstrapSettings(), tmp_path)
     assert created is not None
     assert (created["project_id"], created["project_name"], created["timezone"]) == (1, "Default", "UTC")
     assert created["service_account"]["role"] == "owner"
-    assert bootstrap_if_empty(repo, settings) is None
+    assert bootstrap_if_empty(repo, BootstrapSettings(), tmp_path) is None
     assert [(p.project_id, p.name) for p in repo.list_projects()] == [(1, "Default")]
 
     path = tmp_path / BOOTSTRAP_FILE
@@ -349,10 +348,10 @@ def test_bootstrap_creates_project_1_once(clean_warehouse: ClickHouseWarehouse, 
 
 
 def test_bootstrap_random_credentials_differ(clean_warehouse: ClickHouseWarehouse, tmp_path: Path) -> None:
-    first = bootstrap_if_empty(MetadataRepository(clean_warehouse), Settings(data_dir=tmp_path / "a"))
+    first = bootstrap_if_empty(MetadataRepository(clean_warehouse), BootstrapSettings(), tmp_path / "a")
     for table in ("projects", "project_credentials", "service_accounts", "service_account_projects"):
         clean_warehouse.command(f"TRUNCATE TABLE {table}")
-    second = bootstrap_if_empty(MetadataRepository(clean_warehouse), Settings(data_dir=tmp_path / "b"))
+    second = bootstrap_if_empty(MetadataRepository(clean_warehouse), BootstrapSettings(), tmp_path / "b")
     assert first and second
     for key in ("project_token", "project_secret"):
         assert first[key] != second[key]
@@ -360,9 +359,8 @@ def test_bootstrap_random_credentials_differ(clean_warehouse: ClickHouseWarehous
 
 
 def test_bootstrap_honours_environment(clean_warehouse: ClickHouseWarehouse, tmp_path: Path) -> None:
-    settings = Settings.from_env(BOOT_ENV, data_dir=tmp_path)
     repo = MetadataRepository(clean_warehouse)
-    created = bootstrap_if_empty(repo, settings)
+    created = bootstrap_if_empty(repo, BootstrapSettings.from_env(Env(BOOT_ENV)), tmp_path)
     assert created is not None
     assert created["project_token"] == BOOT_ENV["FOOTFALL_BOOTSTRAP_TOKEN"]
     assert created["project_secret"] == BOOT_ENV["FOOTFALL_BOOTSTRAP_SECRET"]
@@ -378,7 +376,7 @@ def test_bootstrap_honours_environment(clean_warehouse: ClickHouseWarehouse, tmp
 def test_bootstrap_skipped_when_a_project_exists(clean_warehouse: ClickHouseWarehouse, tmp_path: Path) -> None:
     repo = MetadataRepository(clean_warehouse)
     repo.create_project("Mine", project_id=3)
-    assert bootstrap_if_empty(repo, Settings(data_dir=tmp_path)) is None
+    assert bootstrap_if_empty(repo, BootstrapSettings(), tmp_path) is None
     assert not (tmp_path / BOOTSTRAP_FILE).exists()
 
 

@@ -14,7 +14,7 @@ from aiokafka.partitioner import DefaultPartitioner
 from footfall.services.gateway import kafka_sink
 from footfall.shared.errors import UnavailableError
 from footfall.services.gateway.kafka_sink import KafkaSink
-from footfall.shared.config import Settings
+from footfall.shared.config import KafkaSettings
 from footfall.shared.events import Event
 from footfall.shared.kafka import Topics, accepted_ms_of
 from footfall.shared.streams import EVENTS
@@ -30,7 +30,7 @@ def events(n: int) -> list[Event]:
 @pytest.mark.kafka
 def test_published_records_carry_key_partition_headers_and_the_event(kafka_bootstrap: str) -> None:
     prefix = f"s{uuid.uuid4().hex[:8]}."
-    settings = Settings.from_env({}, kafka_bootstrap=kafka_bootstrap, kafka_topic_prefix=prefix)
+    settings = KafkaSettings(bootstrap=kafka_bootstrap, topic_prefix=prefix)
     sent = events(300)
 
     async def go() -> list:  # type: ignore[type-arg]
@@ -66,7 +66,7 @@ def test_published_records_carry_key_partition_headers_and_the_event(kafka_boots
 
 
 def test_unreachable_broker_is_a_quick_503_and_reconnects_are_throttled() -> None:
-    settings = Settings.from_env({}, kafka_bootstrap=f"127.0.0.1:{free_port()}", kafka_publish_timeout=2.0)
+    settings = KafkaSettings(bootstrap=f"127.0.0.1:{free_port()}", publish_timeout=2.0)
 
     async def go() -> tuple[float, float]:
         sink = KafkaSink(settings)
@@ -89,7 +89,7 @@ def test_unreachable_broker_is_a_quick_503_and_reconnects_are_throttled() -> Non
 @pytest.mark.kafka
 def test_overload_is_refused_at_once(kafka_bootstrap: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kafka_sink, "MAX_INFLIGHT_ITEMS", 10)
-    settings = Settings.from_env({}, kafka_bootstrap=kafka_bootstrap, kafka_topic_prefix=f"o{uuid.uuid4().hex[:8]}.")
+    settings = KafkaSettings(bootstrap=kafka_bootstrap, topic_prefix=f"o{uuid.uuid4().hex[:8]}.")
 
     async def go() -> None:
         sink = KafkaSink(settings)

@@ -53,13 +53,6 @@ def test_gateway_process_to_chdb_through_kafka_read_back_by_export(cluster: Clus
     assert [f["index"] for f in r3.json()["failed_records"]] == [1]
 
     cluster.caught_up()
-    rows = export_events(worker.base, tag="s1")
-    assert sorted(insert_ids(rows)) == sorted(e["properties"]["$insert_id"] for e in events)
-    # GeoIP on the worker, with the embedded path's code: ip → place, ip dropped.
-    props = rows[0]["properties"]
-    assert (props["$city"], props["$region"], props["mp_country_code"]) == ("London", "England", "GB")
-    assert "ip" not in props
-
     gm = gateway.metrics()
     assert metric_value(gm, "footfall_kafka_events_published_total") == 3000
     wm = worker.metrics()
@@ -74,6 +67,13 @@ def test_gateway_process_to_chdb_through_kafka_read_back_by_export(cluster: Clus
         wm = worker.metrics()
     assert "footfall_consumer_lag{" in wm
     assert metric_value(wm, "footfall_dedup_redis_unavailable") == 0
+
+    rows = cluster.read_back("s1", stop=[worker])
+    assert sorted(insert_ids(rows)) == sorted(e["properties"]["$insert_id"] for e in events)
+    # GeoIP on the worker, with the embedded path's code: ip → place, ip dropped.
+    props = rows[0]["properties"]
+    assert (props["$city"], props["$region"], props["mp_country_code"]) == ("London", "England", "GB")
+    assert "ip" not in props
 
 
 def test_retried_batches_and_respread_events_surface_once(cluster: Cluster) -> None:
@@ -91,15 +91,14 @@ def test_retried_batches_and_respread_events_surface_once(cluster: Cluster) -> N
         sent += len(body)
 
     cluster.caught_up()
-    rows = export_events(worker.base, tag="s2")
-    ids = insert_ids(rows)
-    assert len(ids) == len(set(ids)) == 1200
-
     wm = worker.metrics()
     # With Redis up every repeat was dropped before the insert (in the batch or by Redis).
     assert metric_value(wm, "footfall_worker_messages_total", 'outcome="inserted"') == 1200
     assert metric_value(wm, "footfall_duplicates_dropped_total") == sent - 1200
     assert metric_value(wm, "footfall_duplicates_dropped_total", 'layer="redis"') > 0
+
+    ids = insert_ids(cluster.read_back("s2", stop=[worker]))
+    assert len(ids) == len(set(ids)) == 1200
 
 
 def test_changed_copy_under_the_same_dedup_key_is_not_dropped_by_redis(cluster: Cluster) -> None:
@@ -113,11 +112,11 @@ def test_changed_copy_under_the_same_dedup_key_is_not_dropped_by_redis(cluster: 
     assert post_import(gateway.base, first).status_code == 200  # plain retry
     assert post_import(gateway.base, changed).status_code == 200
     cluster.caught_up()
-    rows = export_events(worker.base, tag="s2b")
-    assert [r["properties"]["plan"] for r in rows] == ["changed"]
     wm = worker.metrics()
     assert metric_value(wm, "footfall_duplicates_dropped_total", 'layer="redis"') == 1
     assert metric_value(wm, "footfall_worker_messages_total", 'outcome="inserted"') == 2
+    rows = cluster.read_back("s2b", stop=[worker])
+    assert [r["properties"]["plan"] for r in rows] == ["changed"]
 
 
 def test_undecodable_records_go_to_the_dead_letter_topic_and_do_not_block(cluster: Cluster) -> None:
@@ -139,7 +138,8 @@ def test_undecodable_records_go_to_the_dead_letter_topic_and_do_not_block(cluste
     asyncio.run(produce_garbage())
     assert post_import(gateway.base, good).status_code == 200
     cluster.caught_up()
-    assert sorted(insert_ids(export_events(worker.base, tag="dlq"))) == sorted(
+    assert metric_value(worker.metrics(), "footfall_dead_lettered_total") == 3
+    assert sorted(insert_ids(cluster.read_back("dlq", stop=[worker]))) == sorted(
         e["properties"]["$insert_id"] for e in good
     )
 
@@ -157,7 +157,6 @@ def test_undecodable_records_go_to_the_dead_letter_topic_and_do_not_block(cluste
     assert sorted(letter["reason"] for letter in letters) == ["field", "json", "version"]
     assert {letter["source_topic"] for letter in letters} == {cluster.raw_topic}
     assert "not json at all" in [letter["value"] for letter in letters]
-    assert metric_value(worker.metrics(), "footfall_dead_lettered_total") == 3
 
 
 def test_a_credential_change_reaches_a_running_gateway(cluster: Cluster) -> None:

@@ -30,7 +30,10 @@ from footfall.services.query.reports import _common
 from footfall.services.standalone.sink import EmbeddedSink
 from footfall.services.worker.enrich import Enricher
 from footfall.shared.auth import Authenticator
-from footfall.shared.config import ImportLimits, Settings
+from footfall.services.gateway.app import INGESTION
+from footfall.services.query.endpoints import QUERY
+from footfall.services.query.settings import QuerySettings
+from footfall.shared.config import ImportLimits
 from footfall.shared.metadata import MetadataRepository
 from footfall.shared.warehouse import ClickHouseWarehouse
 from footfall.shared.web import build_starlette
@@ -69,7 +72,7 @@ class ReportEnv:
         self._runner.close()
 
 
-def build_env(warehouse: ClickHouseWarehouse, zones: dict[int, str], settings: Settings | None = None, *,
+def build_env(warehouse: ClickHouseWarehouse, zones: dict[int, str], settings: QuerySettings | None = None, *,
               keep_data: bool = False) -> ReportEnv:
     """Empty the store (unless `keep_data`), create the projects and credentials, build
     the app (no query limits unless `settings` says otherwise)."""
@@ -83,10 +86,10 @@ def build_env(warehouse: ClickHouseWarehouse, zones: dict[int, str], settings: S
         repo.add_project_credential(pid, "token", f"report-token-{pid}")
         repo.grant(sa_id, pid, "owner")
     authenticator = Authenticator(repo.load_directory())
-    settings = settings or Settings(query_rate_per_hour=0, query_concurrency=0)
+    settings = settings or QuerySettings(rate_per_hour=0, concurrency=0)
     routes = import_routes(authenticator, EmbeddedSink(warehouse, Enricher(None)), ImportLimits())
     routes += query_app.query_routes(authenticator, warehouse, settings)
-    return ReportEnv(warehouse, build_starlette("report-test", routes), dict(zones))
+    return ReportEnv(warehouse, build_starlette("report-test", routes, interfaces=[INGESTION, QUERY]), dict(zones))
 
 
 def _batches(events: list[dict[str, Any]], size: int = 1000) -> Iterator[list[dict[str, Any]]]:

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from footfall.shared.config import Settings
+from footfall.services.query.settings import QuerySettings
 from tests.integration.query.report_env import SA_SECRET, SA_USER, ReportEnv, build_env, import_events, release
 from tests.unit.query.strategies import expressions
 
@@ -147,7 +147,7 @@ def test_projects_are_isolated(env: ReportEnv) -> None:
 
 
 def test_rate_limit_answers_429_with_retry_after(env: ReportEnv) -> None:
-    limited = build_env(env.warehouse, {1: "UTC"}, Settings(query_rate_per_hour=2, query_concurrency=5),
+    limited = build_env(env.warehouse, {1: "UTC"}, QuerySettings(rate_per_hour=2, concurrency=5),
                         keep_data=True)
     try:
         statuses = [limited.query(1, "/events/names", {"type": "general"}).status_code for _ in range(3)]

@@ -16,10 +16,11 @@ import httpx
 import pytest
 from starlette.applications import Starlette
 
-from footfall.services.app.saved import saved_routes
+from footfall.services.app.saved import MANAGEMENT, saved_routes
 from footfall.shared.auth import Authenticator
 from footfall.shared.metadata import Directory
 from footfall.shared.saved import MemorySavedStore
+from footfall.shared.web import build_starlette
 
 SA_SECRET = "service-account-secret"
 
@@ -70,7 +71,7 @@ def store() -> MemorySavedStore:
 
 @pytest.fixture
 def call(directory: Directory, store: MemorySavedStore) -> Iterator[Client]:
-    client = Client(Starlette(routes=saved_routes(Authenticator(directory), store)))
+    client = Client(build_starlette("management", saved_routes(Authenticator(directory), store), interfaces=[MANAGEMENT]))
     yield client
     client.close()
 
@@ -150,7 +151,7 @@ def test_roles(call: Client, headers: dict[str, str], read: int, write: int) -> 
     ids=["none", "bad-secret", "unknown-user", "project-secret", "bearer"],
 )
 def test_bad_credentials_are_401(directory: Directory, headers: dict[str, str]) -> None:
-    client = Client(Starlette(routes=saved_routes(Authenticator(directory), MemorySavedStore())))
+    client = Client(build_starlette("management", saved_routes(Authenticator(directory), MemorySavedStore()), interfaces=[MANAGEMENT]))
     try:
         response = client._runner.run(client._client.get("/api/app/projects/1/bookmarks", headers=headers))
     finally:

@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from footfall.services.cli import COMMANDS, build_parser
-from footfall.shared.config import PREFIX, Settings
+from footfall.services.standalone.settings import ServeSettings
+from footfall.shared.config import PREFIX
 
 REPO = Path(__file__).resolve().parents[3]
 COMPOSE = yaml.safe_load((REPO / "docker-compose.yml").read_text())
@@ -20,7 +21,7 @@ FOOTFALL = {name: svc for name, svc in SERVICES.items() if svc.get("image") == "
 
 
 class RecordingEnv(dict):  # type: ignore[type-arg]
-    """Records every variable name `Settings.from_env` asks for."""
+    """Records every variable name the settings ask for."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -33,7 +34,7 @@ class RecordingEnv(dict):  # type: ignore[type-arg]
 
 def variables_read_by_code() -> set[str]:
     env = RecordingEnv()
-    Settings.from_env(env)
+    ServeSettings.from_env(env)  # composes every service's settings
     return env.asked
 
 

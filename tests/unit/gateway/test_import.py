@@ -276,10 +276,17 @@ def test_trailing_slash_path(gateway, auth) -> None:
 
 
 @pytest.mark.parametrize("method", ["PUT", "DELETE", "PATCH"])
-def test_other_methods_405_json(gateway, auth, method: str) -> None:
+def test_other_methods_405_in_the_import_shape(gateway, auth, method: str) -> None:
     r = gateway.request(method, "/import", auth=auth)
     assert r.status_code == 405
-    assert r.json()["status"] == "error"
+    assert r.json() == {"code": 405, "error": "Method Not Allowed", "status": "Method Not Allowed"}
+    assert "POST" in r.headers["allow"]
+
+
+def test_unknown_path_under_import_is_404_in_the_import_shape(gateway, auth) -> None:
+    r = gateway.post("/import/nothing-here", auth=auth)
+    assert r.status_code == 404
+    assert r.json() == {"code": 404, "error": "Not Found", "status": "Not Found"}
 
 
 # -- legacy form mode ------------------------------------------------------------------------

@@ -1,0 +1,24 @@
+"""What the management commands read (`footfall projects|service-accounts|funnels|bookmarks|
+directory`): the store, first-start credentials and, for `directory publish`, Kafka."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from footfall.shared.config import BootstrapSettings, Env, KafkaSettings, LogSettings, StoreSettings
+
+
+@dataclass(frozen=True)
+class ManagementSettings:
+    log: LogSettings = field(default_factory=LogSettings)
+    store: StoreSettings = field(default_factory=StoreSettings)
+    kafka: KafkaSettings = field(default_factory=KafkaSettings)
+    bootstrap: BootstrapSettings = field(default_factory=BootstrapSettings)
+
+    @classmethod
+    def from_env(cls, values: Mapping[str, str] | None = None, *, data_dir: Path | None = None) -> ManagementSettings:
+        env = Env(values)
+        return cls(LogSettings.from_env(env), StoreSettings.from_env(env, data_dir), KafkaSettings.from_env(env),
+                   BootstrapSettings.from_env(env))
