@@ -3,27 +3,49 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed
+RUNTIME := $(VENV)/.runtime-installed
+TESTDEPS := $(VENV)/.test-installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 DATA ?= ./footfall-data
+TYPECHECK := build/typecheck/footfall
 
-.PHONY: install run test test-unit bench clean services-start services-stop
+.PHONY: install install-test run test test-unit lint bench clean
 
-$(STAMP): pyproject.toml
+# `make run` needs the runtime dependencies only; pip prints each package as it goes.
+$(RUNTIME): pyproject.toml setup.py
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
-	@touch $(STAMP)
+	@echo "make: installing Footfall and its runtime dependencies into $(VENV) ..."
+	$(PY) -m pip install --upgrade --progress-bar on pip
+	$(PY) -m pip install --progress-bar on -e .
+	@touch $(RUNTIME)
 
-install: $(STAMP)
+# `make test` adds the test and lint tools.
+$(TESTDEPS): $(RUNTIME)
+	@echo "make: installing the test and lint tools ..."
+	$(PY) -m pip install --progress-bar on -e '.[test]'
+	@touch $(TESTDEPS)
+
+install: $(RUNTIME)
+
+install-test: $(TESTDEPS)
 
 run: install
 	$(VENV)/bin/footfall serve --host $(HOST) --port $(PORT) --data $(DATA)
 
-# Starts local Kafka and Redis (deploy/local) unless FOOTFALL_KAFKA_BOOTSTRAP /
+# The gates: ruff (lint + format) and mypy --strict over the installed names
+# (footfall.shared, footfall.services) through a link tree of the two folders.
+lint: install-test
+	@mkdir -p $(TYPECHECK)
+	@ln -sfn ../../../shared $(TYPECHECK)/shared
+	@ln -sfn ../../../services $(TYPECHECK)/services
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+# Runs the gates, starts local Kafka and Redis (deploy/local) unless FOOTFALL_KAFKA_BOOTSTRAP /
 # FOOTFALL_REDIS_URL already name them, runs the whole suite, stops what it started.
-test: install
+test: lint
 	@set -euo pipefail; \
 	started=""; \
 	if [ -z "$${FOOTFALL_KAFKA_BOOTSTRAP:-}" ] || [ -z "$${FOOTFALL_REDIS_URL:-}" ]; then \
@@ -32,10 +54,10 @@ test: install
 	trap '[ -n "$$started" ] && deploy/local/services.sh stop >&2 || true' EXIT; \
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-test-unit: install
-	$(PY) -m pytest tests/unit tests/oracle $(PYTEST_ARGS)
+test-unit: install-test
+	$(PY) -m pytest tests/unit tests/oracle -n 2 $(PYTEST_ARGS)
 
-bench: install
+bench: install-test
 	$(PY) -m bench $(BENCH_ARGS)
 
 clean:

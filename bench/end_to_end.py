@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import random
 import statistics
@@ -47,7 +48,9 @@ def probe(name: str) -> dict[str, Any]:
     }
 
 
-async def run(gateway: str, worker: str, rate: float, seconds: float, bodies: list[list[dict[str, Any]]]) -> dict[str, Any]:
+async def run(
+    gateway: str, worker: str, rate: float, seconds: float, bodies: list[list[dict[str, Any]]]
+) -> dict[str, Any]:
     auth = (BOOTSTRAP_ENV["FOOTFALL_BOOTSTRAP_TOKEN"], "")
     query_auth = (BOOTSTRAP_ENV["FOOTFALL_BOOTSTRAP_SECRET"], "")
     interval = BATCH / rate
@@ -102,10 +105,8 @@ async def run(gateway: str, worker: str, rate: float, seconds: float, bodies: li
         await asyncio.gather(*tasks)
         send_seconds = time.perf_counter() - started
         sending = False
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(poller, 120)
-        except TimeoutError:
-            pass
         last_seen = max(seen_at.values()) if seen_at else time.perf_counter()
 
     delays = sorted(seen_at[n] - acked_at[n] for n in seen_at)
@@ -127,8 +128,9 @@ async def run(gateway: str, worker: str, rate: float, seconds: float, bodies: li
 
 def publish_directory(env: dict[str, str]) -> None:
     full = {k: v for k, v in os.environ.items() if not k.startswith("FOOTFALL_")} | BOOTSTRAP_ENV | env
-    done = subprocess.run([sys.executable, "-m", "footfall.services.cli", "directory", "publish"], cwd=REPO, env=full,
-                          capture_output=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "footfall.services.cli", "directory", "publish"], cwd=REPO, env=full, capture_output=True
+    )
     if done.returncode != 0:
         raise SystemExit(done.stderr.decode(errors="replace"))
 
@@ -140,9 +142,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--consumers", type=int, default=2)
     args = parser.parse_args(argv)
     bodies = make_bodies(40, seed=5)
-    with service("kafka") as bootstrap, service("redis") as redis, tempfile.TemporaryDirectory(
-        prefix="footfall-bench-"
-    ) as tmp:
+    with (
+        service("kafka") as bootstrap,
+        service("redis") as redis,
+        tempfile.TemporaryDirectory(prefix="footfall-bench-") as tmp,
+    ):
         env = {
             "FOOTFALL_KAFKA_BOOTSTRAP": bootstrap,
             "FOOTFALL_REDIS_URL": redis,

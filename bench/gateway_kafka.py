@@ -54,7 +54,11 @@ async def sink_only(bootstrap: str, prefix: str, seconds: float, concurrency: in
     await asyncio.gather(*(loop() for _ in range(concurrency)))
     elapsed = time.perf_counter() - started
     await sink.stop()
-    return {"events_per_second": round(published / elapsed), "concurrency": concurrency, "compression": sink.compression}
+    return {
+        "events_per_second": round(published / elapsed),
+        "concurrency": concurrency,
+        "compression": sink.compression,
+    }
 
 
 def main(argv: list[str] | None = None) -> None:

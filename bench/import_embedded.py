@@ -45,9 +45,7 @@ async def blast(base: str, bodies: list[bytes], seconds: float, concurrency: int
                 body = bodies[i % len(bodies)]
                 i += concurrency
                 started = time.perf_counter()
-                r = await client.post(
-                    "/import?strict=1", content=body, headers={"Content-Type": "application/json"}
-                )
+                r = await client.post("/import?strict=1", content=body, headers={"Content-Type": "application/json"})
                 latencies.append(time.perf_counter() - started)
                 if r.status_code == 200:
                     imported += r.json()["num_records_imported"]

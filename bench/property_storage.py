@@ -36,8 +36,10 @@ from footfall.shared.sql import Params, render
 
 STORAGE_DIR = Path(os.environ.get("FOOTFALL_BENCH_STORAGE_DIR", "/tmp/footfall-bench-10m-storage"))
 KEY = "PARTITION BY toYYYYMM(time) ORDER BY (project_id, toDate(time), event, distinct_id, time, dedup_hash)"
-BASE = "project_id UInt64, time DateTime64(3, 'UTC'), event LowCardinality(String), distinct_id String, " \
-       "dedup_hash FixedString(16)"
+BASE = (
+    "project_id UInt64, time DateTime64(3, 'UTC'), event LowCardinality(String), distinct_id String, "
+    "dedup_hash FixedString(16)"
+)
 BASE_COLS = "project_id, time, event, distinct_id, dedup_hash"
 HOT = {"$browser": "p_browser", "plan": "p_plan", "price": "p_price"}
 
@@ -45,30 +47,38 @@ VARIANTS: dict[str, tuple[str, str, str]] = {
     # name: (extra columns DDL, SELECT list from `events`, table)
     "string_zstd": ("properties String CODEC(ZSTD(1))", "properties", "ps_string_zstd"),
     "string_lz4": ("properties String CODEC(LZ4)", "properties", "ps_string_lz4"),
-    "map": ("props Map(String, String) CODEC(ZSTD(1))",
-            "CAST(JSONExtractKeysAndValuesRaw(properties), 'Map(String, String)')", "ps_map"),
+    "map": (
+        "props Map(String, String) CODEC(ZSTD(1))",
+        "CAST(JSONExtractKeysAndValuesRaw(properties), 'Map(String, String)')",
+        "ps_map",
+    ),
     "json": ("props JSON", "properties", "ps_json"),
-    "hot": ("properties String CODEC(ZSTD(1)), p_browser String, p_plan String, p_price String",
-            "properties, JSONExtractRaw(properties, '$browser'), JSONExtractRaw(properties, 'plan'), "
-            "JSONExtractRaw(properties, 'price')", "ps_hot"),
+    "hot": (
+        "properties String CODEC(ZSTD(1)), p_browser String, p_plan String, p_price String",
+        "properties, JSONExtractRaw(properties, '$browser'), JSONExtractRaw(properties, 'plan'), "
+        "JSONExtractRaw(properties, 'price')",
+        "ps_hot",
+    ),
 }
-R = f"project_id = 1 AND time >= toDateTime64('{START}', 3, 'UTC') AND time < toDateTime64('{END}', 3, 'UTC') " \
+R = (
+    f"project_id = 1 AND time >= toDateTime64('{START}', 3, 'UTC') AND time < toDateTime64('{END}', 3, 'UTC') "
     "AND event = 'event_07'"
+)
 
 
 NOTES = {
     "json": "Fastest general layout for reads, smallest, but 7-8x the insert CPU, and not faithful: a JSON null "
-            "is dropped (indistinguishable from a missing property, so defined() breaks), objects are flattened "
-            "into paths (properties[\"obj\"] has no value), and read-back reorders keys and turns 1.0 into 1 "
-            "(/export fidelity). Usable only beside the JSON text, not instead of it.",
+    "is dropped (indistinguishable from a missing property, so defined() breaks), objects are flattened "
+    'into paths (properties["obj"] has no value), and read-back reorders keys and turns 1.0 into 1 '
+    "(/export fidelity). Usable only beside the JSON text, not instead of it.",
     "hot": "Exact (a materialised column holds the same raw text JSONExtractRaw returns, '' when missing) and the "
-           "fastest, but only for the properties chosen as hot; every other property still reads the JSON text.",
+    "fastest, but only for the properties chosen as hot; every other property still reads the JSON text.",
     "map": "Slower than the JSON text: the map column is larger to read and decompress than the text is to parse.",
     "string_lz4": "About 20% faster reads than ZSTD(1) for 60% more storage; the same semantics.",
     "decision": "Keep `properties String CODEC(ZSTD(1))` as the stored form. Proposed next step (needs the "
-                "expression compiler's property_value and a migration): materialised raw-value columns for the "
-                "interface's default properties ($browser, $os, $city, $region, mp_country_code, $device, "
-                "$referring_domain, $current_url, utm_source ...), chosen from the column catalog.",
+    "expression compiler's property_value and a migration): materialised raw-value columns for the "
+    "interface's default properties ($browser, $os, $city, $region, mp_country_code, $device, "
+    "$referring_domain, $current_url, utm_source ...), chosen from the column catalog.",
 }
 
 
@@ -91,7 +101,7 @@ def compiled() -> tuple[dict[str, str], dict[str, Any]]:
     queries = {
         "where_count": f"SELECT toDate(time, 'Europe/Berlin') AS d, count() FROM T WHERE {R} AND ({where}) GROUP BY d",
         "on_where": f"SELECT s, toDate(time, 'Europe/Berlin') AS d, count() FROM T ARRAY JOIN {on} AS s "
-                    f"WHERE {R} AND ({where}) GROUP BY s, d",
+        f"WHERE {R} AND ({where}) GROUP BY s, d",
         "numeric_min_max": f"SELECT min(x), max(x) FROM (SELECT {number} AS x FROM T WHERE {R}) WHERE isNotNull(x)",
     }
     return queries, params.values
@@ -102,7 +112,8 @@ def for_variant(text: str, values: dict[str, Any], variant: str) -> str:
         return access(variant, m.group(1), values[m.group(1)])
 
     return re.sub(r"JSONExtractRaw\(properties, \{(p\d+):String\}\)", swap, text).replace(
-        "FROM T ", f"FROM {VARIANTS[variant][2]} ")
+        "FROM T ", f"FROM {VARIANTS[variant][2]} "
+    )
 
 
 def prepare(warehouse: Any) -> dict[str, dict[str, float]]:
@@ -124,10 +135,14 @@ def prepare(warehouse: Any) -> dict[str, dict[str, float]]:
         columns = [c for c in ("properties", "props", "p_browser", "p_plan", "p_price") if c in ddl]
         ((compressed, uncompressed),) = warehouse.query(
             "SELECT sum(data_compressed_bytes), sum(data_uncompressed_bytes) FROM system.columns "
-            "WHERE table = {t:String} AND name IN {c:Array(String)}", {"t": table, "c": columns})
-        info[name] = {"property_storage_mib": round(compressed / 2**20, 1),
-                      "uncompressed_mib": round(uncompressed / 2**20, 1),
-                      "insert_1m_rows_s": round(insert_s, 2)}
+            "WHERE table = {t:String} AND name IN {c:Array(String)}",
+            {"t": table, "c": columns},
+        )
+        info[name] = {
+            "property_storage_mib": round(compressed / 2**20, 1),
+            "uncompressed_mib": round(uncompressed / 2**20, 1),
+            "insert_1m_rows_s": round(insert_s, 2),
+        }
     return info
 
 
@@ -156,17 +171,23 @@ def main(argv: list[str] | None = None) -> None:
                 samples[key].append(time.perf_counter() - started)
     finally:
         warehouse.close()
-    results = {v: {**info[v], **{f"{q}_median_ms": round(statistics.median(samples[(v, q)]) * 1000, 1)
-                                 for q in queries}} for v in VARIANTS}
+    results = {
+        v: {**info[v], **{f"{q}_median_ms": round(statistics.median(samples[(v, q)]) * 1000, 1) for q in queries}}
+        for v in VARIANTS
+    }
     for v, row in results.items():
         print(f"{v:12s} " + "  ".join(f"{k} {val}" for k, val in row.items()))
-    write_result("property_storage", {
-        "notes": NOTES,
-        "dataset": "query_segmentation (10M events, 30 days, one event = 200k rows per query)",
-        "rounds": args.rounds, "load_average_after": [round(x, 2) for x in os.getloadavg()],
-        "queries": {q: " ".join(t.split()) for q, t in queries.items()},
-        "results": results,
-    })
+    write_result(
+        "property_storage",
+        {
+            "notes": NOTES,
+            "dataset": "query_segmentation (10M events, 30 days, one event = 200k rows per query)",
+            "rounds": args.rounds,
+            "load_average_after": [round(x, 2) for x in os.getloadavg()],
+            "queries": {q: " ".join(t.split()) for q, t in queries.items()},
+            "results": results,
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -38,11 +38,25 @@ from typing import Any
 import httpx
 
 from bench._common import BOOTSTRAP_ENV, write_result
-from bench.query_segmentation import DEFAULT_DIR, END, EVENTS, FROM, START, TO, TZ, _ms, _serve, ensure_dataset, unlimited_serve_settings
+from bench.query_segmentation import (
+    DEFAULT_DIR,
+    END,
+    EVENTS,
+    FROM,
+    START,
+    TO,
+    TZ,
+    _ms,
+    _serve,
+    ensure_dataset,
+    unlimited_serve_settings,
+)
 
 R = f"project_id = 1 AND time >= toDateTime64('{START}', 3, 'UTC') AND time < toDateTime64('{END}', 3, 'UTC')"
-S_MS, E_MS = "toUnixTimestamp64Milli(toDateTime64('{}', 3, 'UTC'))".format(START), \
-    "toUnixTimestamp64Milli(toDateTime64('{}', 3, 'UTC'))".format(END)
+S_MS, E_MS = (
+    f"toUnixTimestamp64Milli(toDateTime64('{START}', 3, 'UTC'))",
+    f"toUnixTimestamp64Milli(toDateTime64('{END}', 3, 'UTC'))",
+)
 DAY_MS = 86_400_000
 FUNNELS = {
     "bench 3-step": ["event_00", "event_01", "event_02"],
@@ -57,8 +71,10 @@ def _funnel_sql(steps: list[str], on: bool) -> str:
     n = len(steps)
     names = ", ".join(f"'{s}'" for s in steps)
     if on:
-        e0 = (f"arraySort(groupArrayIf((ms, event, insert_id, pk), "
-              f"event = '{steps[0]}' AND ms >= {S_MS} AND ms < {E_MS}))")
+        e0 = (
+            f"arraySort(groupArrayIf((ms, event, insert_id, pk), "
+            f"event = '{steps[0]}' AND ms >= {S_MS} AND ms < {E_MS}))"
+        )
         t0, g0 = "arrayMap(e -> e.1, e0)", ", arrayFilter((g, k, q) -> k != q, arrayMap(e -> e.4, e0), k0, kp) AS g0"
     else:
         e0 = f"arraySort(groupArrayIf(ms, event = '{steps[0]}' AND ms >= {S_MS} AND ms < {E_MS}))"
@@ -76,7 +92,10 @@ def _funnel_sql(steps: list[str], on: bool) -> str:
                    SELECT distinct_id, event, '', toUnixTimestamp64Milli(time), [] FROM events
                    WHERE {scan} AND event IN ({names_later})"""
     else:
-        rows = f"SELECT distinct_id, event, toUnixTimestamp64Milli(time) AS ms FROM events WHERE {scan} AND event IN ({names})"
+        rows = (
+            "SELECT distinct_id, event, toUnixTimestamp64Milli(time) AS ms "
+            f"FROM events WHERE {scan} AND event IN ({names})"
+        )
     query = f"""SELECT *, {t0} AS t0, arrayMap(t -> toDate(fromUnixTimestamp64Milli(t, '{TZ}')), t0) AS k0,
             arrayPopBack(arrayPushFront(k0, toDate('1970-01-01'))) AS kp,
             arrayFilter((t, k, q) -> k != q, t0, k0, kp) AS x0, arrayFilter((k, q) -> k != q, k0, kp) AS b0,
@@ -84,26 +103,30 @@ def _funnel_sql(steps: list[str], on: bool) -> str:
         FROM (SELECT distinct_id, {e0} AS e0, {later} FROM ({rows}) GROUP BY distinct_id HAVING notEmpty(e0))"""
     outs = ["arrayMap((b, g) -> (b, 0, 0, 0, g), b0, g0)" if on else "arrayMap(b -> (b, 0, 0, 0), b0)"]
     for k in range(1, n):
-        step = [f"arraySort(arrayConcat(arrayMap(x -> (x - 2000) * 2, xp{k - 1}), arrayMap(s -> s * 2 + 1, s{k}))) "
-                f"AS m{k}",
-                f"arrayMap(v -> if(v % 2 = 1, intDiv(v, 2), -1), arrayFilter((v, x) -> x % 2 = 0, "
-                f"arrayReverseFill(x -> x % 2 = 1, m{k}), m{k})) AS f{k}",
-                f"arrayMap((v, s) -> v >= 0 AND v <= s + {DAY_MS}, f{k}, x{k - 1}) AS ok{k}",
-                f"arrayFilter((v, o) -> o, b{k - 1}, ok{k}) AS b{k}",
-                f"arrayFilter((v, o) -> o, x{k - 1}, ok{k}) AS x{k}",
-                f"arrayFilter((v, o) -> o, xp{k - 1}, ok{k}) AS pp{k}",
-                f"arrayFilter((v, o) -> o, f{k}, ok{k}) AS xp{k}"]
+        step = [
+            f"arraySort(arrayConcat(arrayMap(x -> (x - 2000) * 2, xp{k - 1}), arrayMap(s -> s * 2 + 1, s{k}))) AS m{k}",
+            f"arrayMap(v -> if(v % 2 = 1, intDiv(v, 2), -1), arrayFilter((v, x) -> x % 2 = 0, "
+            f"arrayReverseFill(x -> x % 2 = 1, m{k}), m{k})) AS f{k}",
+            f"arrayMap((v, s) -> v >= 0 AND v <= s + {DAY_MS}, f{k}, x{k - 1}) AS ok{k}",
+            f"arrayFilter((v, o) -> o, b{k - 1}, ok{k}) AS b{k}",
+            f"arrayFilter((v, o) -> o, x{k - 1}, ok{k}) AS x{k}",
+            f"arrayFilter((v, o) -> o, xp{k - 1}, ok{k}) AS pp{k}",
+            f"arrayFilter((v, o) -> o, f{k}, ok{k}) AS xp{k}",
+        ]
         if on:
             step.append(f"arrayFilter((v, o) -> o, g{k - 1}, ok{k}) AS g{k}")
-            outs.append(f"arrayMap((b, s, q, x, g) -> (b, {k}, greatest(0, x - q), greatest(0, x - s), g), "
-                        f"b{k}, x{k}, pp{k}, xp{k}, g{k})")
+            outs.append(
+                f"arrayMap((b, s, q, x, g) -> (b, {k}, greatest(0, x - q), greatest(0, x - s), g), "
+                f"b{k}, x{k}, pp{k}, xp{k}, g{k})"
+            )
         else:
-            outs.append(f"arrayMap((b, s, q, x) -> (b, {k}, greatest(0, x - q), greatest(0, x - s)), "
-                        f"b{k}, x{k}, pp{k}, xp{k})")
+            outs.append(
+                f"arrayMap((b, s, q, x) -> (b, {k}, greatest(0, x - q), greatest(0, x - s)), b{k}, x{k}, pp{k}, xp{k})"
+            )
         query = f"SELECT *, {', '.join(step)} FROM ({query})"
     seg = "arrayJoin(arrayPushFront(o.5, NULL))" if on else "NULL"
     return f"""SELECT o.1 AS day, {seg} AS segment, o.2 AS step, count(), sum(o.3), sum(o.4)
-        FROM (SELECT arrayJoin(arrayConcat({', '.join(outs)})) AS o FROM ({query}))
+        FROM (SELECT arrayJoin(arrayConcat({", ".join(outs)})) AS o FROM ({query}))
         GROUP BY day, segment, step"""
 
 
@@ -118,7 +141,8 @@ BIRTH_SQL = f"""
 SELECT cohort, i, count() FROM (
     SELECT toDate(fromUnixTimestamp64Milli(b.1, '{TZ}')) AS cohort,
            arrayJoin(arrayPushFront(arrayDistinct(arrayFilter(i -> i >= 0 AND i <= 14,
-               arrayMap((t, iid) -> if(t < b.1 OR (t = b.1 AND iid = b.2), -1, intDiv(t - b.1, {DAY_MS})), r.1, r.2))), -1)) AS i
+               arrayMap((t, iid) -> if(t < b.1 OR (t = b.1 AND iid = b.2), -1, intDiv(t - b.1, {DAY_MS})),
+                        r.1, r.2))), -1)) AS i
     FROM (SELECT distinct_id, min((toUnixTimestamp64Milli(time), insert_id)) AS b FROM events
           WHERE project_id = 1 AND event = 'event_00' AND time < toDateTime64('{END}', 3, 'UTC') GROUP BY distinct_id
           HAVING b.1 >= {S_MS}) AS births
@@ -167,8 +191,11 @@ class Case:
 def _funnel_cells(body: Any) -> dict[tuple[str, str | None, int], tuple[int, int, int]]:
     out = {}
     for day, value in body["data"].items():
-        groups = {None: value["steps"]} if "steps" in value else {
-            (None if k == "$overall" else k): v for k, v in value.items()}
+        groups = (
+            {None: value["steps"]}
+            if "steps" in value
+            else {(None if k == "$overall" else k): v for k, v in value.items()}
+        )
         for seg, steps in groups.items():
             for i, s in enumerate(steps):
                 if s["count"]:
@@ -214,17 +241,43 @@ def cases(funnel_ids: dict[str, int]) -> list[Case]:
             params = {**rng, "funnel_id": str(funnel_ids[name])}
             if on:
                 params["on"] = 'properties["plan"]'
-            out.append(Case(f"/funnels {len(steps)} steps{' on' if on else ''}", "/api/2.0/funnels", params,
-                            _funnel_sql(steps, on), _same_funnel, _window_funnel_sql(steps)))
-    out.append(Case("/retention birth 14d", "/api/2.0/retention",
-                    {**rng, "born_event": "event_00", "event": "event_01", "interval_count": "14"},
-                    BIRTH_SQL, _same_retention))
-    out.append(Case("/retention compounded 14d", "/api/2.0/retention",
-                    {**rng, "retention_type": "compounded", "event": "event_00", "interval_count": "14"},
-                    COMPOUNDED_SQL, _same_retention))
-    out.append(Case("/retention/addiction", "/api/2.0/retention/addiction",
-                    {**rng, "event": "event_00", "unit": "week", "addiction_unit": "day"},
-                    FREQUENCY_SQL, _same_frequency))
+            out.append(
+                Case(
+                    f"/funnels {len(steps)} steps{' on' if on else ''}",
+                    "/api/2.0/funnels",
+                    params,
+                    _funnel_sql(steps, on),
+                    _same_funnel,
+                    _window_funnel_sql(steps),
+                )
+            )
+    out.append(
+        Case(
+            "/retention birth 14d",
+            "/api/2.0/retention",
+            {**rng, "born_event": "event_00", "event": "event_01", "interval_count": "14"},
+            BIRTH_SQL,
+            _same_retention,
+        )
+    )
+    out.append(
+        Case(
+            "/retention compounded 14d",
+            "/api/2.0/retention",
+            {**rng, "retention_type": "compounded", "event": "event_00", "interval_count": "14"},
+            COMPOUNDED_SQL,
+            _same_retention,
+        )
+    )
+    out.append(
+        Case(
+            "/retention/addiction",
+            "/api/2.0/retention/addiction",
+            {**rng, "event": "event_00", "unit": "week", "addiction_unit": "day"},
+            FREQUENCY_SQL,
+            _same_frequency,
+        )
+    )
     return out
 
 
@@ -235,8 +288,9 @@ def _saved_funnels(warehouse: Any) -> dict[str, int]:
     found = {f.name: f.funnel_id for f in store.list_funnels(1)}
     for name, steps in FUNNELS.items():
         if name not in found:
-            _, definition = parse_funnel({"name": name, "steps": [{"event": s} for s in steps], "length": 1,
-                                          "length_unit": "day"})
+            _, definition = parse_funnel(
+                {"name": name, "steps": [{"event": s} for s in steps], "length": 1, "length_unit": "day"}
+            )
             found[name] = store.create_funnel(1, name, definition).funnel_id
     return found
 
@@ -275,36 +329,55 @@ def main(argv: list[str] | None = None) -> None:
                 ref: list[float] = []
                 body, rows = None, None
                 for i in range(args.rounds + 2):
-                    t_ours, r = _timed(lambda: client.get(case.path, params=params))
-                    t_hand, rows = _timed(lambda: warehouse.query(case.hand_written))
+                    t_ours, r = _timed(lambda case=case, params=params: client.get(case.path, params=params))
+                    t_hand, rows = _timed(lambda case=case: warehouse.query(case.hand_written))
                     assert r.status_code == 200, r.text
                     body = r.json()
                     if i >= 2:  # warm-up
                         ours.append(t_ours)
                         hand.append(t_hand)
                         if case.reference is not None and i < 5:
-                            ref.append(_timed(lambda: warehouse.query(case.reference))[0])  # type: ignore[arg-type]
+                            ref.append(_timed(lambda case=case: warehouse.query(case.reference))[0])  # type: ignore[arg-type]
                 assert body is not None and rows is not None and case.same(body, rows), f"{case.name}: numbers differ"
                 o, h = _ms(ours), _ms(hand)
-                result = {"endpoint": case.name, "ours": o, "hand_written": h,
-                          "ratio": round(o["median_ms"] / h["median_ms"], 2), "params": case.params,
-                          "hand_written_sql": " ".join(case.hand_written.split())}
+                result = {
+                    "endpoint": case.name,
+                    "ours": o,
+                    "hand_written": h,
+                    "ratio": round(o["median_ms"] / h["median_ms"], 2),
+                    "params": case.params,
+                    "hand_written_sql": " ".join(case.hand_written.split()),
+                }
                 if ref:
                     result["window_funnel_reference_ms"] = _ms(ref)["median_ms"]
                 results.append(result)
-                print(f"{case.name:30s} ours {o['median_ms']:7.1f} ms  hand-written {h['median_ms']:7.1f} ms  "
-                      f"ratio {result['ratio']:.2f}", flush=True)
+                print(
+                    f"{case.name:30s} ours {o['median_ms']:7.1f} ms  hand-written {h['median_ms']:7.1f} ms  "
+                    f"ratio {result['ratio']:.2f}",
+                    flush=True,
+                )
     finally:
         stop()
         warehouse.close()
-    write_result("query_funnels", {
-        "dataset": {"events": EVENTS, "days": 30, "event_names": 50, "users": 100_000, "time_zone": TZ,
-                    "path": str(args.data), "merged": True, "same_as": "query_segmentation"},
-        "rounds": args.rounds,
-        "load_average_after": [round(x, 2) for x in os.getloadavg()],
-        "targets": {"median_ms": 1000, "ratio": 1.5},
-        "results": results,
-    })
+    write_result(
+        "query_funnels",
+        {
+            "dataset": {
+                "events": EVENTS,
+                "days": 30,
+                "event_names": 50,
+                "users": 100_000,
+                "time_zone": TZ,
+                "path": str(args.data),
+                "merged": True,
+                "same_as": "query_segmentation",
+            },
+            "rounds": args.rounds,
+            "load_average_after": [round(x, 2) for x in os.getloadavg()],
+            "targets": {"median_ms": 1000, "ratio": 1.5},
+            "results": results,
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -156,7 +156,8 @@ def _same_numeric(body: Any, rows: list[tuple[Any, ...]]) -> bool:
 
 
 # Min/max first (a scalar subquery), then the §2.5 nice width (1, 2, 2.5, 5 x 10^k) and the counts.
-NUMERIC = """WITH (SELECT (min(x), max(x)) FROM (SELECT JSONExtractFloat(properties, 'price') AS x FROM {source})) AS mm,
+NUMERIC = """WITH (SELECT (min(x), max(x))
+        FROM (SELECT JSONExtractFloat(properties, 'price') AS x FROM {source})) AS mm,
     (mm.2 - mm.1) / 10 AS raw, pow(10, floor(log10(raw))) AS p,
     multiIf(raw <= p, p, raw <= 2 * p, 2 * p, raw <= 2.5 * p, 2.5 * p, raw <= 5 * p, 5 * p, 10 * p) AS w,
     floor(mm.1 / w) * w AS lo, greatest(1, ceil((mm.2 - lo) / w)) AS n
@@ -170,15 +171,23 @@ def _numeric_sql(ctx: Any) -> list[Any]:
     """Our two numeric queries; the second needs the first's answer, so it is built from
     the stored bucket edges of this dataset (min 0, max 499.99, width 50)."""
     req = segmentation.NumericRequest.parse(ctx, NOW)
-    return [segmentation.build_range(req),
-            segmentation.build_numeric(req, segmentation.numeric_buckets(0.0, 499.99, req.buckets))]
+    return [
+        segmentation.build_range(req),
+        segmentation.build_numeric(req, segmentation.numeric_buckets(0.0, 499.99, req.buckets)),
+    ]
 
 
 CASES = [
     Case(
-        "/segmentation on+where", "/api/2.0/segmentation",
-        {"event": "event_07", "from_date": FROM, "to_date": TO, "on": 'properties["plan"]',
-         "where": 'properties["$browser"] == "Chrome"'},
+        "/segmentation on+where",
+        "/api/2.0/segmentation",
+        {
+            "event": "event_07",
+            "from_date": FROM,
+            "to_date": TO,
+            "on": 'properties["plan"]',
+            "where": 'properties["$browser"] == "Chrome"',
+        },
         f"""SELECT JSONExtractString(properties, 'plan') AS seg, toDate(time, '{TZ}') AS day, count()
             FROM events WHERE {R} AND event = 'event_07' AND JSONExtractString(properties, '$browser') = 'Chrome'
             GROUP BY seg, day""",
@@ -189,7 +198,8 @@ CASES = [
         lambda ctx: [segmentation.build(segmentation.SegmentationRequest.parse(ctx, NOW))],
     ),
     Case(
-        "/segmentation/numeric", "/api/2.0/segmentation/numeric",
+        "/segmentation/numeric",
+        "/api/2.0/segmentation/numeric",
         {"event": "event_07", "from_date": FROM, "to_date": TO, "on": 'properties["price"]'},
         # Min/max first (a scalar subquery), then the §2.5 nice width (1, 2, 2.5, 5 x 10^k) and the counts.
         NUMERIC.format(source=f"events WHERE {R} AND event = 'event_07'"),
@@ -198,9 +208,15 @@ CASES = [
         _numeric_sql,
     ),
     Case(
-        "/events", "/api/2.0/events",
-        {"event": '["event_01", "event_02", "event_03"]', "type": "general", "unit": "day", "from_date": FROM,
-         "to_date": TO},
+        "/events",
+        "/api/2.0/events",
+        {
+            "event": '["event_01", "event_02", "event_03"]',
+            "type": "general",
+            "unit": "day",
+            "from_date": FROM,
+            "to_date": TO,
+        },
         f"""SELECT event, toDate(time, '{TZ}') AS day, count() FROM events
             WHERE {R} AND event IN ('event_01', 'event_02', 'event_03') GROUP BY event, day""",
         f"""SELECT event, toDate(time, '{TZ}') AS day, count() FROM {EXACT}
@@ -209,7 +225,8 @@ CASES = [
         lambda ctx: [events.build(events.EventsRequest.parse(ctx, NOW))],
     ),
     Case(
-        "/events/properties", "/api/2.0/events/properties",
+        "/events/properties",
+        "/api/2.0/events/properties",
         {"event": "event_07", "name": "$browser", "type": "general", "unit": "day", "from_date": FROM, "to_date": TO},
         f"""SELECT JSONExtractString(properties, '$browser') AS value, toDate(time, '{TZ}') AS day, count()
             FROM events WHERE {R} AND event = 'event_07' GROUP BY value, day""",
@@ -246,9 +263,11 @@ def _serve(app: Any) -> tuple[str, Callable[[], None]]:
 
 def _ms(samples: list[float]) -> dict[str, float]:
     ordered = sorted(samples)
-    return {"median_ms": round(statistics.median(ordered) * 1000, 1),
-            "p90_ms": round(ordered[int(len(ordered) * 0.9) - 1] * 1000, 1) if len(ordered) >= 10 else None,
-            "min_ms": round(ordered[0] * 1000, 1)}
+    return {
+        "median_ms": round(statistics.median(ordered) * 1000, 1),
+        "p90_ms": round(ordered[int(len(ordered) * 0.9) - 1] * 1000, 1) if len(ordered) >= 10 else None,
+        "min_ms": round(ordered[0] * 1000, 1),
+    }
 
 
 class _Ctx:
@@ -299,28 +318,48 @@ def main(argv: list[str] | None = None) -> None:
                 assert body is not None and rows is not None and case.same(body, rows), f"{case.name}: numbers differ"
                 assert sorted(exact_rows) == sorted(rows), f"{case.name}: the exact hand-written query differs"
                 o, q, h, x = (_ms(samples[k]) for k in ("ours", "ours_sql", "hand", "hand_exact"))
-                results.append({"endpoint": case.name, "ours": o, "ours_sql_only": q, "hand_written": h,
-                                "hand_written_exact": x,
-                                "ratio": round(o["median_ms"] / h["median_ms"], 2),
-                                "ratio_to_exact": round(o["median_ms"] / x["median_ms"], 2),
-                                "params": case.params,
-                                "hand_written_sql": " ".join(case.hand_written.split()),
-                                "hand_written_exact_sql": " ".join(case.hand_written_exact.split())})
-                print(f"{case.name:24s} ours {o['median_ms']:6.1f} (SQL {q['median_ms']:6.1f}) ms  hand-written "
-                      f"{h['median_ms']:6.1f} ms, exact {x['median_ms']:6.1f} ms  ratio {results[-1]['ratio']:.2f} / "
-                      f"{results[-1]['ratio_to_exact']:.2f}")
+                results.append(
+                    {
+                        "endpoint": case.name,
+                        "ours": o,
+                        "ours_sql_only": q,
+                        "hand_written": h,
+                        "hand_written_exact": x,
+                        "ratio": round(o["median_ms"] / h["median_ms"], 2),
+                        "ratio_to_exact": round(o["median_ms"] / x["median_ms"], 2),
+                        "params": case.params,
+                        "hand_written_sql": " ".join(case.hand_written.split()),
+                        "hand_written_exact_sql": " ".join(case.hand_written_exact.split()),
+                    }
+                )
+                print(
+                    f"{case.name:24s} ours {o['median_ms']:6.1f} (SQL {q['median_ms']:6.1f}) ms  hand-written "
+                    f"{h['median_ms']:6.1f} ms, exact {x['median_ms']:6.1f} ms  ratio {results[-1]['ratio']:.2f} / "
+                    f"{results[-1]['ratio_to_exact']:.2f}"
+                )
     finally:
         stop()
         warehouse.close()
     load = os.getloadavg()
-    write_result("query_segmentation", {
-        "dataset": {"events": EVENTS, "days": 30, "event_names": 50, "users": 100_000, "properties": 15,
-                    "time_zone": TZ, "path": str(args.data), "merged": True},
-        "rounds": args.rounds,
-        "load_average_after": [round(x, 2) for x in load],
-        "targets": {"median_ms": 300, "ratio": 1.5},
-        "results": results,
-    })
+    write_result(
+        "query_segmentation",
+        {
+            "dataset": {
+                "events": EVENTS,
+                "days": 30,
+                "event_names": 50,
+                "users": 100_000,
+                "properties": 15,
+                "time_zone": TZ,
+                "path": str(args.data),
+                "merged": True,
+            },
+            "rounds": args.rounds,
+            "load_average_after": [round(x, 2) for x in load],
+            "targets": {"median_ms": 300, "ratio": 1.5},
+            "results": results,
+        },
+    )
 
 
 if __name__ == "__main__":

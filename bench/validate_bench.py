@@ -27,10 +27,15 @@ def make_events(n: int, seed: int = 1) -> list[dict]:
     rnd = random.Random(seed)
     names = ["Page View", "Sign Up", "Purchase", "Add To Cart", "Search", "Café visité"]
     out = []
-    for i in range(n):
+    for _ in range(n):
         props: dict = {
-            "time": rnd.choice([NOW_MS // 1000 - rnd.randrange(86400 * 30), NOW_MS - rnd.randrange(10**9),
-                                NOW_MS / 1000 - rnd.random() * 1e6]),
+            "time": rnd.choice(
+                [
+                    NOW_MS // 1000 - rnd.randrange(86400 * 30),
+                    NOW_MS - rnd.randrange(10**9),
+                    NOW_MS / 1000 - rnd.random() * 1e6,
+                ]
+            ),
             "distinct_id": f"user-{rnd.randrange(100000)}",
             "$insert_id": uuid.UUID(int=rnd.getrandbits(128)).hex,
             "token": "abcdef0123456789",

@@ -55,8 +55,9 @@ def cmd_gateway(args: argparse.Namespace, settings: Any) -> int:
     print(f"Footfall gateway on http://{args.host}:{args.port} -> Kafka {settings.kafka.bootstrap}", file=sys.stderr)
     if args.workers > 1:
         # One app (producer, directory follower) per uvicorn worker process.
-        return _uvicorn("footfall.services.gateway.main:create_app", args.host, args.port, settings.log,
-                        args.workers, factory=True)
+        return _uvicorn(
+            "footfall.services.gateway.main:create_app", args.host, args.port, settings.log, args.workers, factory=True
+        )
     from footfall.services.gateway.main import build_gateway
 
     return _uvicorn(build_gateway(settings), args.host, args.port, settings.log)
@@ -191,7 +192,9 @@ def build_parser() -> argparse.ArgumentParser:
     directory = sub.add_parser("directory", help="credential directory for gateways")
     directory_sub = directory.add_subparsers(dest="action", required=True)
     publish = directory_sub.add_parser("publish", help="publish the credential snapshot to the Kafka directory topic")
-    publish.add_argument("--data", type=Path, default=None, help="data folder of a chDB store (default ./footfall-data)")
+    publish.add_argument(
+        "--data", type=Path, default=None, help="data folder of a chDB store (default ./footfall-data)"
+    )
 
     from footfall.services.app.commands import add_saved_commands
     from footfall.services.app.projects import add_project_commands

@@ -92,8 +92,15 @@ class LoginThrottle:
     the oldest are forgotten.
     """
 
-    def __init__(self, limit: int = 10, address_limit: int = 100, window: float = 60.0, *,
-                 max_keys: int = 100_000, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        limit: int = 10,
+        address_limit: int = 100,
+        window: float = 60.0,
+        *,
+        max_keys: int = 100_000,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.limit = limit
         self.address_limit = address_limit
         self.window = window
@@ -114,7 +121,10 @@ class LoginThrottle:
     def check(self, username: str, address: str) -> None:
         """Raise 429 when the pair or the address has failed too often lately."""
         now = self.clock()
-        for key, limit in ((("pair", f"{username}\0{address}"), self.limit), (("address", address), self.address_limit)):
+        for key, limit in (
+            (("pair", f"{username}\0{address}"), self.limit),
+            (("address", address), self.address_limit),
+        ):
             times = self._recent(key, now)
             if limit and len(times) >= limit:
                 retry = max(1, math.ceil(times[0] + self.window - now))
@@ -212,8 +222,14 @@ class Authenticator:
     def for_query(self, header: str | None, project_id_param: str | None) -> Principal:
         return self.authenticate(header, project_id_param, allow_token=False)
 
-    def for_management(self, header: str | None, project_id_param: str | None, *, write_roles: tuple[str, ...] = (),
-                       action: str = "this change") -> Principal:
+    def for_management(
+        self,
+        header: str | None,
+        project_id_param: str | None,
+        *,
+        write_roles: tuple[str, ...] = (),
+        action: str = "this change",
+    ) -> Principal:
         """A service account that is a member of the project; with `write_roles`, one of those roles."""
         principal = self.authenticate(header, project_id_param, allow_token=False)
         if principal.via != "service_account":
@@ -223,7 +239,9 @@ class Authenticator:
             raise AuthError(403, f"{action} requires a service account with role {names}")
         return principal
 
-    async def _verified_off_loop(self, header: str | None, client: str | None, check: Callable[[], Principal]) -> Principal:
+    async def _verified_off_loop(
+        self, header: str | None, client: str | None, check: Callable[[], Principal]
+    ) -> Principal:
         creds = parse_basic(header)
         username = creds[0] if creds is not None and creds[1] else None  # a service-account login
         address = client or "unknown"
@@ -239,18 +257,27 @@ class Authenticator:
             self.throttle.succeeded(username, address)
         return principal
 
-    async def for_import_async(self, header: str | None, project_id_param: str | None, *,
-                               client: str | None = None) -> Principal:
+    async def for_import_async(
+        self, header: str | None, project_id_param: str | None, *, client: str | None = None
+    ) -> Principal:
         return await self._verified_off_loop(header, client, lambda: self.for_import(header, project_id_param))
 
-    async def for_query_async(self, header: str | None, project_id_param: str | None, *,
-                              client: str | None = None) -> Principal:
+    async def for_query_async(
+        self, header: str | None, project_id_param: str | None, *, client: str | None = None
+    ) -> Principal:
         return await self._verified_off_loop(header, client, lambda: self.for_query(header, project_id_param))
 
-    async def for_management_async(self, header: str | None, project_id_param: str | None, *,
-                                   client: str | None = None, write_roles: tuple[str, ...] = (),
-                                   action: str = "this change") -> Principal:
+    async def for_management_async(
+        self,
+        header: str | None,
+        project_id_param: str | None,
+        *,
+        client: str | None = None,
+        write_roles: tuple[str, ...] = (),
+        action: str = "this change",
+    ) -> Principal:
         return await self._verified_off_loop(
-            header, client,
+            header,
+            client,
             lambda: self.for_management(header, project_id_param, write_roles=write_roles, action=action),
         )

@@ -150,4 +150,3 @@ class BootstrapSettings:
             sa_username=env.text("BOOTSTRAP_SA_USERNAME"),
             sa_secret=env.text("BOOTSTRAP_SA_SECRET"),
         )
-

@@ -62,6 +62,7 @@ class RateLimitedError(FootfallError):
 class UnavailableError(FootfallError):
     """A dependency (broker, store) cannot durably serve the request now (503)."""
 
-    def __init__(self, message: str = "service temporarily unavailable, retry with backoff", *,
-                 retry_after: int = 2) -> None:
+    def __init__(
+        self, message: str = "service temporarily unavailable, retry with backoff", *, retry_after: int = 2
+    ) -> None:
         super().__init__(503, message, retry_after=retry_after)

@@ -142,7 +142,16 @@ class MetadataRepository:
         now = _now()
         self.warehouse.insert(
             "service_accounts",
-            ["sa_id", "organization_id", "username", "secret_hash", "created_at", "expires_at", "updated_at", "deleted"],
+            [
+                "sa_id",
+                "organization_id",
+                "username",
+                "secret_hash",
+                "created_at",
+                "expires_at",
+                "updated_at",
+                "deleted",
+            ],
             [[sa_id, organization_id, username, credentials.hash_secret(secret), now, None, now, 0]],
         )
         return sa_id

@@ -10,9 +10,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, ge
 from starlette.requests import Request
 from starlette.responses import Response
 
-HTTP_REQUESTS = Counter(
-    "footfall_http_requests_total", "HTTP requests answered", ["service", "route", "status"]
-)
+HTTP_REQUESTS = Counter("footfall_http_requests_total", "HTTP requests answered", ["service", "route", "status"])
 EVENTS_IMPORTED = Counter("footfall_events_imported_total", "Events accepted by /import", ["path"])
 EVENTS_REJECTED = Counter("footfall_events_rejected_total", "Events rejected by /import", ["reason"])
 INSERT_SECONDS = Histogram(

@@ -33,6 +33,7 @@ __all__ = ["Background", "Interface", "build_starlette", "json_response", "plain
 
 log = structlog.get_logger(__name__)
 
+
 class Background(Protocol):
     """A service a process runs beside its HTTP app (started and stopped by its lifespan)."""
 
@@ -80,11 +81,13 @@ class _ErrorHandlers:
         return plain_error
 
     async def footfall(self, request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, FootfallError)
+        if not isinstance(exc, FootfallError):
+            raise AssertionError("invariant: isinstance(exc, FootfallError)")
         return self._render(request)(request, exc.status, exc.message, exc.headers)
 
     async def http(self, request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, HTTPException)
+        if not isinstance(exc, HTTPException):
+            raise AssertionError("invariant: isinstance(exc, HTTPException)")
         return self._render(request)(request, exc.status_code, str(exc.detail), dict(exc.headers or {}))
 
     async def store(self, request: Request, exc: Exception) -> Response:
@@ -149,7 +152,9 @@ class RequestMetrics:
             metrics.HTTP_REQUESTS.labels(self.service, path, str(status)).inc()
             if status >= 500:
                 log.warning(
-                    "request_failed", path=scope.get("path"), status=status,
+                    "request_failed",
+                    path=scope.get("path"),
+                    status=status,
                     seconds=round(time.perf_counter() - started, 4),
                 )
 

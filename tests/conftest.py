@@ -5,17 +5,50 @@
   may not skip: a skip becomes a failure, so CI can never go green by not testing.
   Tests marked `docker` (testcontainers-only scenarios) are exempt, since CI has no
   Docker engine.
+* A test that is not marked for IO (kafka, redis, warehouse, e2e, docker) cannot reach it
+  by accident: `_no_io` makes every socket connection and every warehouse client fail
+  loudly (the Snuba pattern). Unit tests drive apps through `httpx.ASGITransport` and the
+  IO seams' in-memory twins.
 """
 
 from __future__ import annotations
 
 import os
+import socket
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 pytest_plugins = ["tests.services"]
 
 _SERVICE_MARKERS = ("kafka", "redis", "warehouse", "e2e")
+_IO_MARKERS = (*_SERVICE_MARKERS, "docker")
+
+
+class UnmarkedIOError(RuntimeError):
+    """Raised when a test without an IO marker tries to reach a service."""
+
+
+def _refuse(what: str) -> Any:
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise UnmarkedIOError(f"{what} in a test not marked for IO: mark it {' / '.join(_IO_MARKERS)} or use a twin")
+
+    return refuse
+
+
+@pytest.fixture(autouse=True)
+def _no_io(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    if any(request.node.get_closest_marker(m) is not None for m in _IO_MARKERS):
+        yield
+        return
+    import clickhouse_connect
+
+    monkeypatch.setattr(socket.socket, "connect", _refuse("a network connection"))
+    monkeypatch.setattr(socket.socket, "connect_ex", _refuse("a network connection"))
+    monkeypatch.setattr(socket, "create_connection", _refuse("a network connection"))
+    monkeypatch.setattr(clickhouse_connect, "get_client", _refuse("a warehouse client"))
+    yield
 
 
 def _in_ci() -> bool:

@@ -139,7 +139,7 @@ def metric_value(text: str, name: str, labels: str = "") -> float:
     """Sum of the samples of `name` (whose label set contains `labels`) in an exposition."""
     total = 0.0
     for line in text.splitlines():
-        if line.startswith(name + "{") or line.startswith(name + " "):
+        if line.startswith((name + "{", name + " ")):
             if labels and labels not in line:
                 continue
             total += float(line.rsplit(" ", 1)[1])
@@ -278,7 +278,9 @@ def post_import(base: str, events: list[dict], *, timeout: float = 30.0) -> http
     )
 
 
-def import_with_retry(base: str, events: list[dict], *, deadline: float, stats: dict[str, int] | None = None) -> httpx.Response:
+def import_with_retry(
+    base: str, events: list[dict], *, deadline: float, stats: dict[str, int] | None = None
+) -> httpx.Response:
     """Send until the gateway answers something other than 503 / a connection error
     (like the official clients, honouring Retry-After, capped so tests stay quick)."""
     while True:
@@ -384,7 +386,9 @@ def run_driver(*args: str, timeout: float = 150.0) -> dict[str, Any]:
         timeout=timeout,
     )
     if done.returncode != 0:
-        raise AssertionError(f"driver {args[0]} failed ({done.returncode}):\n{done.stderr.decode(errors='replace')[-6000:]}")
+        raise AssertionError(
+            f"driver {args[0]} failed ({done.returncode}):\n{done.stderr.decode(errors='replace')[-6000:]}"
+        )
     lines = [line for line in done.stdout.splitlines() if line.strip()]
     result: dict[str, Any] = orjson.loads(lines[-1])
     return result

@@ -23,8 +23,8 @@ import orjson
 from footfall.services.gateway.kafka_sink import KafkaSink
 from footfall.services.worker.enrich import Enricher
 from footfall.services.worker.main import WorkerGroup, build_worker_group
-from footfall.shared import metrics
 from footfall.services.worker.settings import WorkerSettings
+from footfall.shared import metrics
 from footfall.shared.config import KafkaSettings
 from footfall.shared.events import Event
 from footfall.shared.logging import configure_logging
@@ -160,13 +160,17 @@ async def warehouse_outage(args: argparse.Namespace) -> dict[str, Any]:
     n = 3000
     await sink.publish(EVENTS, make_events(n))
     await until(lambda: flaky.failed_inserts >= 3, 30, "insert retries")
-    lag_down = sum((await group_lag(settings.kafka.bootstrap, group.topics.workers_group, group.topics.of(EVENTS))).values())
+    lag_down = sum(
+        (await group_lag(settings.kafka.bootstrap, group.topics.workers_group, group.topics.of(EVENTS))).values()
+    )
     rows_down = counts(inner)["rows"]
     retries = metrics.WORKER_INSERT_RETRIES._value.get()  # type: ignore[attr-defined]
     stop_started = time.monotonic()
     await group.stop()  # SIGTERM during the outage: abandon, commit nothing
     stop_seconds = time.monotonic() - stop_started
-    lag_after_stop = sum((await group_lag(settings.kafka.bootstrap, group.topics.workers_group, group.topics.of(EVENTS))).values())
+    lag_after_stop = sum(
+        (await group_lag(settings.kafka.bootstrap, group.topics.workers_group, group.topics.of(EVENTS))).values()
+    )
 
     flaky.down = False
     group2 = build_worker_group(settings, flaky, Enricher(None), consumers=2)  # type: ignore[arg-type]

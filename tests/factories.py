@@ -16,50 +16,90 @@ What the data deliberately contains (each project, in its own time zone):
   truncated), numbers as strings, floats, booleans, null, lists, nested objects, 10-20 custom properties.
 It never generates `ip` or `token` (the service would lift/enrich them), reserved ids, or future times.
 """
+
 from __future__ import annotations
 
 import copy
 import random
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
+from typing import ClassVar
 from zoneinfo import ZoneInfo
 
-__all__ = ["Dataset", "ProjectSpec", "make_dataset", "dedupe", "time_to_ms", "normalize_key",
-           "DEFAULT_ZONES", "FUNNELS"]
+__all__ = [
+    "DEFAULT_ZONES",
+    "FUNNELS",
+    "Dataset",
+    "ProjectSpec",
+    "dedupe",
+    "make_dataset",
+    "normalize_key",
+    "time_to_ms",
+]
 
 DEFAULT_ZONES: dict[int, str] = {
-    1: "UTC", 2: "America/New_York", 3: "Europe/Berlin", 4: "Australia/Lord_Howe", 5: "Asia/Kolkata",
+    1: "UTC",
+    2: "America/New_York",
+    3: "Europe/Berlin",
+    4: "Australia/Lord_Howe",
+    5: "Asia/Kolkata",
 }
 # 2024-03-04 .. 2024-04-14 covers US DST start (03-10), EU DST start (03-31), Lord Howe DST end (04-07).
 DEFAULT_START = date(2024, 3, 4)
 DEFAULT_DAYS = 42
-EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MAX_STR = 255
 
 # Saved-funnel definitions the tests can store and query (funnel_id -> definition).
 FUNNELS: dict[int, dict] = {
-    1: {"name": "Signup to purchase", "length": 1, "length_unit": "day",
-        "steps": [{"event": "Sign Up"}, {"event": "View Item"}, {"event": "Purchase"}]},
-    2: {"name": "Open, any view, cart, buy (1 hour)", "length": 1, "length_unit": "hour",
-        "steps": [{"event": "App Open"},
-                  {"event": "View Item", "custom_event": {"id": 101, "name": "Any View",
-                                                          "events": ["View Item", "page view"]}},
-                  {"event": "Add To Cart"},
-                  {"event": "Purchase", "selector": 'number(properties["price"]) > 10'}]},
-    3: {"name": "Repeat views", "length": 30, "length_unit": "minute",
-        "steps": [{"event": "View Item"}, {"event": "View Item"}, {"event": "Purchase"}]},
+    1: {
+        "name": "Signup to purchase",
+        "length": 1,
+        "length_unit": "day",
+        "steps": [{"event": "Sign Up"}, {"event": "View Item"}, {"event": "Purchase"}],
+    },
+    2: {
+        "name": "Open, any view, cart, buy (1 hour)",
+        "length": 1,
+        "length_unit": "hour",
+        "steps": [
+            {"event": "App Open"},
+            {
+                "event": "View Item",
+                "custom_event": {"id": 101, "name": "Any View", "events": ["View Item", "page view"]},
+            },
+            {"event": "Add To Cart"},
+            {"event": "Purchase", "selector": 'number(properties["price"]) > 10'},
+        ],
+    },
+    3: {
+        "name": "Repeat views",
+        "length": 30,
+        "length_unit": "minute",
+        "steps": [{"event": "View Item"}, {"event": "View Item"}, {"event": "Purchase"}],
+    },
 }
 
-EVENT_NAMES = ["App Open", "Sign Up", "View Item", "Add To Cart", "Purchase", "Search", "page view",
-               "Page View", "Logout", "Ünïcødé ☃ Event"]
+EVENT_NAMES = [
+    "App Open",
+    "Sign Up",
+    "View Item",
+    "Add To Cart",
+    "Purchase",
+    "Search",
+    "page view",
+    "Page View",
+    "Logout",
+    "Ünïcødé ☃ Event",
+]
 
 
 @dataclass(frozen=True)
 class ProjectSpec:
     tz: str
     events: list[dict]
-    from_date: str = ""   # suggested query range (inclusive local days); data extends before and after it
+    from_date: str = ""  # suggested query range (inclusive local days); data extends before and after it
     to_date: str = ""
 
 
@@ -67,7 +107,7 @@ class ProjectSpec:
 class Dataset:
     seed: int
     projects: dict[int, ProjectSpec]
-    now: datetime                      # UTC; every event is earlier; "today" and "yesterday" have events
+    now: datetime  # UTC; every event is earlier; "today" and "yesterday" have events
     funnels: dict[int, dict] = field(default_factory=lambda: copy.deepcopy(FUNNELS))
 
 
@@ -83,8 +123,12 @@ def normalize_key(raw: dict) -> tuple[str, int, str, str]:
     """The dedup key (event, time_ms, distinct_id, $insert_id) after the import normalisation
     (int distinct_id -> str, strings truncated to 255 characters)."""
     props = raw["properties"]
-    return (raw["event"][:MAX_STR], time_to_ms(props["time"]), str(props["distinct_id"])[:MAX_STR],
-            str(props["$insert_id"]))
+    return (
+        raw["event"][:MAX_STR],
+        time_to_ms(props["time"]),
+        str(props["distinct_id"])[:MAX_STR],
+        str(props["$insert_id"]),
+    )
 
 
 def dedupe(events: list[dict]) -> list[dict]:
@@ -103,13 +147,18 @@ def dedupe(events: list[dict]) -> list[dict]:
 
 
 # ----------------------------------------------------------------------------------------------- generation
-def make_dataset(seed: int, n_events: int = 2000, zones: dict[int, str] | None = None,
-                 start: date = DEFAULT_START, days: int = DEFAULT_DAYS) -> Dataset:
+def make_dataset(
+    seed: int,
+    n_events: int = 2000,
+    zones: dict[int, str] | None = None,
+    start: date = DEFAULT_START,
+    days: int = DEFAULT_DAYS,
+) -> Dataset:
     """About `n_events` raw events per project (before duplicates), spread over `days` local days from `start`."""
     rng = random.Random(seed)
     zones = dict(DEFAULT_ZONES if zones is None else zones)
     last_day = start + timedelta(days=days - 1)
-    now = datetime(last_day.year, last_day.month, last_day.day, 18, 0, tzinfo=timezone.utc)
+    now = datetime(last_day.year, last_day.month, last_day.day, 18, 0, tzinfo=UTC)
     projects = {}
     for pid in sorted(zones):
         to_date = last_day - timedelta(days=5)
@@ -150,21 +199,26 @@ class _ProjectGen:
         rng = self.rng
         kind = rng.random()
         uid: str | int = f"u{i:04d}" if kind < 0.8 else (f"usér-{i}-é😀" if kind < 0.9 else 100000 + i)
-        return {"id": uid, "browser": rng.choice(["Chrome", "Firefox", "Safari", "Edge"]),
-                "os": rng.choice(["Mac OS X", "Windows", "iOS", "Android", "Linux"]),
-                "country": rng.choice(["US", "DE", "IN", "AU", "BR", "JP"]),
-                "city": rng.choice(["New York", "München", "São Paulo", "東京", "Kraków", "Mumbai", "Zürich"]),
-                "plan": rng.choice(["free", "free", "pro", "enterprise", None]),
-                "first": self.start_ms - 5 * 86_400_000 + rng.randrange(int(0.8 * (self.now_ms - self.start_ms)))}
+        return {
+            "id": uid,
+            "browser": rng.choice(["Chrome", "Firefox", "Safari", "Edge"]),
+            "os": rng.choice(["Mac OS X", "Windows", "iOS", "Android", "Linux"]),
+            "country": rng.choice(["US", "DE", "IN", "AU", "BR", "JP"]),
+            "city": rng.choice(["New York", "München", "São Paulo", "東京", "Kraków", "Mumbai", "Zürich"]),
+            "plan": rng.choice(["free", "free", "pro", "enterprise", None]),
+            "first": self.start_ms - 5 * 86_400_000 + rng.randrange(int(0.8 * (self.now_ms - self.start_ms))),
+        }
 
     # ---- one event
     def emit(self, name: str, t_ms: int, user: dict | None, extra: dict | None = None) -> dict:
         t_ms = min(t_ms, self.now_ms - 1)
         rng = self.rng
         self.seq += 1
-        props: dict = {"time": t_ms // 1000 if t_ms % 1000 == 0 and rng.random() < 0.6 else t_ms,
-                       "distinct_id": "" if user is None else user["id"],
-                       "$insert_id": f"{rng.getrandbits(64):016x}-{self.seq:x}"}
+        props: dict = {
+            "time": t_ms // 1000 if t_ms % 1000 == 0 and rng.random() < 0.6 else t_ms,
+            "distinct_id": "" if user is None else user["id"],
+            "$insert_id": f"{rng.getrandbits(64):016x}-{self.seq:x}",
+        }
         props.update(self._custom(name, user))
         if extra:
             props.update(extra)
@@ -176,7 +230,10 @@ class _ProjectGen:
         rng = self.rng
         u = user or {"browser": "Chrome", "os": "Linux", "country": "US", "city": "Zürich", "plan": None, "id": ""}
         pool = {
-            "$browser": u["browser"], "$os": u["os"], "mp_country_code": u["country"], "$city": u["city"],
+            "$browser": u["browser"],
+            "$os": u["os"],
+            "mp_country_code": u["country"],
+            "$city": u["city"],
             "plan": u["plan"],
             "price": rng.choice([9.99, 20, 42, "42", "19.5", None, 0, 150.25, "abc", True]),
             "amount": rng.choice([round(rng.uniform(2000, 2500), 2), rng.randrange(0, 10_000), -35.5, "2100"]),
@@ -204,8 +261,24 @@ class _ProjectGen:
         return {k: pool[k] for k in chosen}
 
     # ---- journeys
-    GAPS_MS = [0, 500, 1000, 1999, 2000, 2001, 30_000, 300_000, 3_000_000, 3_599_000, 3_600_000, 3_601_000,
-               3 * 3_600_000, 23 * 3_600_000, 86_400_000, 86_401_000]
+    GAPS_MS: ClassVar[list[int]] = [
+        0,
+        500,
+        1000,
+        1999,
+        2000,
+        2001,
+        30_000,
+        300_000,
+        3_000_000,
+        3_599_000,
+        3_600_000,
+        3_601_000,
+        3 * 3_600_000,
+        23 * 3_600_000,
+        86_400_000,
+        86_401_000,
+    ]
 
     def _gap(self) -> int:
         return self.rng.choice(self.GAPS_MS) if self.rng.random() < 0.5 else self.rng.randrange(1000, 7_200_000)
@@ -213,7 +286,7 @@ class _ProjectGen:
     def _journey(self, user: dict) -> None:
         rng = self.rng
         t = user["first"] + rng.randrange(0, 25 * 86_400_000) if rng.random() < 0.7 else user["first"]
-        if rng.random() < 0.15:   # a journey starting in the last hours of to_date, completing after it
+        if rng.random() < 0.15:  # a journey starting in the last hours of to_date, completing after it
             t = self.to_end_ms - rng.randrange(1, 3 * 3_600_000)
         kind = rng.random()
         anon = None if rng.random() < 0.05 else user
@@ -221,13 +294,19 @@ class _ProjectGen:
         if kind < 0.55:
             names = ["App Open", "Sign Up"] + ["View Item"] * rng.randint(0, 3)
             names += [n for n in ("Add To Cart", "Purchase") if rng.random() < 0.6]
-        elif kind < 0.7:   # out of order and/or (nearly) simultaneous
-            names = rng.choice([["Purchase", "View Item", "Sign Up"], ["View Item", "Sign Up", "Purchase"],
-                                ["Sign Up", "Purchase", "View Item", "Purchase"], ["A", "B", "D", "C", "D", "E"]])
+        elif kind < 0.7:  # out of order and/or (nearly) simultaneous
+            names = rng.choice(
+                [
+                    ["Purchase", "View Item", "Sign Up"],
+                    ["View Item", "Sign Up", "Purchase"],
+                    ["Sign Up", "Purchase", "View Item", "Purchase"],
+                    ["A", "B", "D", "C", "D", "E"],
+                ]
+            )
             gap = lambda: rng.choice([0, 500, 1000, 1999, 2000, 2001, 2500, 60_000])  # noqa: E731
         elif kind < 0.85:
             names = [rng.choice(EVENT_NAMES) for _ in range(rng.randint(1, 6))]
-        else:   # a returning user: a few sessions over the following weeks
+        else:  # a returning user: a few sessions over the following weeks
             for _ in range(rng.randint(2, 6)):
                 t += rng.randrange(3_600_000, 9 * 86_400_000)
                 for n in ["App Open"] + [rng.choice(EVENT_NAMES) for _ in range(rng.randint(0, 3))]:
@@ -247,7 +326,7 @@ class _ProjectGen:
         for d in self.days:
             midnight = _ms(datetime(d.year, d.month, d.day, tzinfo=self.tz))
             for t in (midnight, midnight - 1, midnight + rng.choice([1, 3_600_000, 12 * 3_600_000])):
-                self.emit(rng.choice(EVENT_NAMES[:5]), t, rng.choice(self.users + [None]))
+                self.emit(rng.choice(EVENT_NAMES[:5]), t, rng.choice([*self.users, None]))
         # DST transitions: scan the UTC quarter hours for offset changes.
         t, prev = self.start_ms, None
         while t < self.now_ms:
@@ -268,22 +347,22 @@ class _ProjectGen:
     def _mess_up(self, events: list[dict]) -> list[dict]:
         rng = self.rng
         out = list(events)
-        for ev in rng.sample(events, max(1, len(events) // 50)):          # late events
+        for ev in rng.sample(events, max(1, len(events) // 50)):  # late events
             out.remove(ev)
             out.insert(rng.randrange(len(out) - len(out) // 10, len(out) + 1), ev)
-        for ev in rng.sample(events, max(1, len(events) // 30)):          # exact duplicates (retries)
+        for ev in rng.sample(events, max(1, len(events) // 30)):  # exact duplicates (retries)
             dup = copy.deepcopy(ev)
             t = dup["properties"]["time"]
             if rng.random() < 0.3 and t < 10**10:
-                dup["properties"]["time"] = t * 1000                        # same instant, other unit
+                dup["properties"]["time"] = t * 1000  # same instant, other unit
             out.insert(rng.randrange(out.index(ev) + 1, len(out) + 1), dup)
-        for ev in rng.sample(events, max(1, len(events) // 200)):         # conflicting copies: last wins
+        for ev in rng.sample(events, max(1, len(events) // 200)):  # conflicting copies: last wins
             dup = copy.deepcopy(ev)
             custom = [k for k in sorted(dup["properties"]) if k not in ("time", "distinct_id", "$insert_id")]
             for k in custom[:3]:
                 dup["properties"][k] = "last-copy-wins"
             out.append(dup)
-        for ev in rng.sample(events, max(1, len(events) // 200)):         # same $insert_id, other time
+        for ev in rng.sample(events, max(1, len(events) // 200)):  # same $insert_id, other time
             dup = copy.deepcopy(ev)
             dup["properties"]["time"] = time_to_ms(dup["properties"]["time"]) - 1000
             out.append(dup)

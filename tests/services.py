@@ -47,21 +47,22 @@ import socket
 import struct
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
 __all__ = [
     "kafka_bootstrap",
-    "redis_url",
-    "stop_kafka",
-    "start_kafka",
-    "stop_redis",
-    "start_redis",
     "kafka_down",
     "redis_down",
+    "redis_url",
+    "start_kafka",
+    "start_redis",
+    "stop_kafka",
+    "stop_redis",
 ]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -307,9 +308,7 @@ def _redis_container() -> _Service:
 
     port = _free_port()
     c = DockerContainer(REDIS_IMAGE).with_bind_ports(6379, port)
-    c = c.with_command(
-        'redis-server --save "" --appendonly no --maxmemory 256mb --maxmemory-policy volatile-ttl'
-    )
+    c = c.with_command('redis-server --save "" --appendonly no --maxmemory 256mb --maxmemory-policy volatile-ttl')
     c.start()
     host = c.get_container_host_ip()
     address = f"redis://{host}:{port}/0"

@@ -142,14 +142,24 @@ class _Kind:
 
 
 _FUNNELS = _Kind(
-    noun="funnel", body=_funnel_body, parse=parse_funnel, list_items=WarehouseSavedStore.list_funnels,
-    get=WarehouseSavedStore.get_funnel, create=WarehouseSavedStore.create_funnel,
-    update=WarehouseSavedStore.update_funnel, delete=WarehouseSavedStore.delete_funnel,
+    noun="funnel",
+    body=_funnel_body,
+    parse=parse_funnel,
+    list_items=WarehouseSavedStore.list_funnels,
+    get=WarehouseSavedStore.get_funnel,
+    create=WarehouseSavedStore.create_funnel,
+    update=WarehouseSavedStore.update_funnel,
+    delete=WarehouseSavedStore.delete_funnel,
 )
 _BOOKMARKS = _Kind(
-    noun="bookmark", body=_bookmark_body, parse=parse_bookmark, list_items=WarehouseSavedStore.list_bookmarks,
-    get=WarehouseSavedStore.get_bookmark, create=WarehouseSavedStore.create_bookmark,
-    update=WarehouseSavedStore.update_bookmark, delete=WarehouseSavedStore.delete_bookmark,
+    noun="bookmark",
+    body=_bookmark_body,
+    parse=parse_bookmark,
+    list_items=WarehouseSavedStore.list_bookmarks,
+    get=WarehouseSavedStore.get_bookmark,
+    create=WarehouseSavedStore.create_bookmark,
+    update=WarehouseSavedStore.update_bookmark,
+    delete=WarehouseSavedStore.delete_bookmark,
 )
 
 
@@ -174,7 +184,8 @@ def _manage(kind: _Kind, args: argparse.Namespace, settings: ManagementSettings)
         elif args.action == "update":
             name, definition = kind.parse(kind.body(args, found.to_json()), check=check_expression)
             updated = kind.update(store, pid, item_id, name, definition)
-            assert updated is not None
+            if updated is None:
+                raise AssertionError("invariant: updated is not None")
             _print(updated.to_json())
         else:
             kind.delete(store, pid, item_id)

@@ -19,8 +19,8 @@ from typing import Any
 
 import orjson
 
-from footfall.shared import credentials
 from footfall.services.app.settings import ManagementSettings
+from footfall.shared import credentials
 from footfall.shared.credentials import Role
 from footfall.shared.metadata import MetadataError, MetadataRepository
 from footfall.shared.schema import apply_migrations
@@ -60,8 +60,15 @@ def cmd_projects(args: argparse.Namespace, settings: ManagementSettings) -> int:
         token, secret = credentials.new_token(), credentials.new_secret()
         repo.add_project_credential(project.project_id, "token", token)
         repo.add_project_credential(project.project_id, "secret", secret)
-        _print({"project_id": project.project_id, "name": project.name, "timezone": project.timezone,
-                "project_token": token, "project_secret": secret})
+        _print(
+            {
+                "project_id": project.project_id,
+                "name": project.name,
+                "timezone": project.timezone,
+                "project_token": token,
+                "project_secret": secret,
+            }
+        )
         return 0
 
     return _with_repo(settings, run)

@@ -61,7 +61,8 @@ async def _body(request: Request) -> dict[str, Any]:
 
 def _item_id(request: Request, name: str) -> int:
     value = request.path_params[name]
-    assert isinstance(value, int)
+    if not isinstance(value, int):
+        raise AssertionError("invariant: isinstance(value, int)")
     return value
 
 
@@ -172,7 +173,7 @@ class _Resource:
     def _missing(self, item_id: int) -> FootfallError:
         return NotFoundError(f"{self.kind.label} {item_id} not found in this project")
 
-    async def list(self, request: Request, principal: Principal) -> Response:
+    async def index(self, request: Request, principal: Principal) -> Response:
         items = await run_in_threadpool(self.kind.list, principal.project_id)
         return json_response({"status": "ok", "results": items})
 
@@ -219,7 +220,7 @@ class _Resource:
         one = base + "/{item_id:int}"
         routes = []
         for path in (base, base + "/"):
-            routes.append(Route(path, self.endpoint(self.list, write=False), methods=["GET"]))
+            routes.append(Route(path, self.endpoint(self.index, write=False), methods=["GET"]))
             routes.append(Route(path, self.endpoint(self.create, write=True), methods=["POST"]))
         for path in (one, one + "/"):
             routes.append(Route(path, self.endpoint(self.get, write=False), methods=["GET"]))
@@ -231,7 +232,6 @@ class _Resource:
 
 def saved_routes(authenticator: Authenticator, store: SavedStore) -> list[Route]:
     """The management routes of saved funnels and saved reports."""
-    return (
-        _Resource(_Funnels("funnel", store), authenticator).routes("funnels")
-        + _Resource(_Bookmarks("bookmark", store), authenticator).routes("bookmarks")
-    )
+    return _Resource(_Funnels("funnel", store), authenticator).routes("funnels") + _Resource(
+        _Bookmarks("bookmark", store), authenticator
+    ).routes("bookmarks")

@@ -20,5 +20,9 @@ class ManagementSettings:
     @classmethod
     def from_env(cls, values: Mapping[str, str] | None = None, *, data_dir: Path | None = None) -> ManagementSettings:
         env = Env(values)
-        return cls(LogSettings.from_env(env), StoreSettings.from_env(env, data_dir), KafkaSettings.from_env(env),
-                   BootstrapSettings.from_env(env))
+        return cls(
+            LogSettings.from_env(env),
+            StoreSettings.from_env(env, data_dir),
+            KafkaSettings.from_env(env),
+            BootstrapSettings.from_env(env),
+        )

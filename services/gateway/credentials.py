@@ -6,8 +6,8 @@ bad one, so it answers 503 (retry later), not 401.
 
 from __future__ import annotations
 
-from footfall.shared.errors import UnavailableError
 from footfall.shared.auth import Authenticator, Principal
+from footfall.shared.errors import UnavailableError
 from footfall.shared.metadata import Directory
 
 

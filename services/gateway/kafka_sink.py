@@ -33,9 +33,9 @@ from aiokafka.codec import has_gzip, has_lz4, has_zstd
 from aiokafka.errors import KafkaError
 from aiokafka.partitioner import murmur2
 
-from footfall.shared.errors import UnavailableError
 from footfall.shared import metrics
 from footfall.shared.config import KafkaSettings
+from footfall.shared.errors import UnavailableError
 from footfall.shared.kafka import Topics, accepted_header, ensure_topics
 from footfall.shared.streams import Stream
 
@@ -67,7 +67,7 @@ def best_compression() -> str:
 
 @lru_cache(maxsize=262144)
 def _key_hash(key: bytes) -> int:
-    return murmur2(key) & 0x7FFFFFFF
+    return int(murmur2(key)) & 0x7FFFFFFF
 
 
 class KafkaSink:
@@ -109,12 +109,16 @@ class KafkaSink:
         except UnavailableError:
             log.warning("kafka_unavailable_at_start", bootstrap=self.bootstrap)
 
+    def _ready(self) -> AIOKafkaProducer | None:
+        return self._producer
+
     async def _connected(self) -> AIOKafkaProducer:
         if self._producer is not None:
             return self._producer
         async with self._lock:
-            if self._producer is not None:
-                return self._producer
+            ready = self._ready()  # another request may have connected while this one waited
+            if ready is not None:
+                return ready
             if time.monotonic() < self._next_attempt:
                 raise UnavailableError("event broker unavailable, retry with backoff")
             producer = self._new_producer()
@@ -163,7 +167,9 @@ class KafkaSink:
         metrics.PUBLISH_SECONDS.observe(time.perf_counter() - started)
         metrics.KAFKA_EVENTS_PUBLISHED.inc(len(items))
 
-    async def _submit(self, producer: AIOKafkaProducer, stream: Stream[T], items: list[T]) -> list[asyncio.Future[object]]:
+    async def _submit(
+        self, producer: AIOKafkaProducer, stream: Stream[T], items: list[T]
+    ) -> list[asyncio.Future[object]]:
         """Group the items into per-partition batches and hand them to the producer."""
         topic = self.topics.of(stream)
         partitions = self._partitions.get(topic, [])
@@ -185,15 +191,17 @@ class KafkaSink:
             if batch.append(key=key, value=value, timestamp=None, headers=headers) is None:  # type: ignore[attr-defined]
                 futures.append(await self._send(producer, batch, topic, partition))
                 batch = open_batches[partition] = producer.create_batch()
-                if batch.append(key=key, value=value, timestamp=None, headers=headers) is None:  # type: ignore[attr-defined]
+                if batch.append(key=key, value=value, timestamp=None, headers=headers) is None:
                     raise UnavailableError("event too large for the broker", retry_after=60)
         for partition, batch in open_batches.items():
             futures.append(await self._send(producer, batch, topic, partition))
         return futures
 
-    async def _send(self, producer: AIOKafkaProducer, batch: object, topic: str, partition: int) -> asyncio.Future[object]:
+    async def _send(
+        self, producer: AIOKafkaProducer, batch: object, topic: str, partition: int
+    ) -> asyncio.Future[object]:
         batch.close()  # type: ignore[attr-defined]
-        future: asyncio.Future[object] = await producer.send_batch(batch, topic, partition=partition)  # type: ignore[arg-type]
+        future: asyncio.Future[object] = await producer.send_batch(batch, topic, partition=partition)
         future.add_done_callback(lambda f: self._batch_done(producer, f))
         return future
 

@@ -51,10 +51,14 @@ def build_gateway(settings: GatewaySettings) -> Starlette:
     async def healthz(request: Request) -> Response:
         # Ready once the credentials are known; Kafka's state is reported, not required
         # (a gateway without Kafka still answers, with 503s the clients retry).
-        body = {"status": "ok" if authenticator.loaded else "loading", "credentials": authenticator.loaded,
-                "kafka": sink.connected}
-        return Response(orjson.dumps(body), status_code=200 if authenticator.loaded else 503,
-                        media_type="application/json")
+        body = {
+            "status": "ok" if authenticator.loaded else "loading",
+            "credentials": authenticator.loaded,
+            "kafka": sink.connected,
+        }
+        return Response(
+            orjson.dumps(body), status_code=200 if authenticator.loaded else 503, media_type="application/json"
+        )
 
     routes = import_routes(authenticator, sink, settings.limits)
     return build_starlette("gateway", routes, interfaces=[INGESTION], lifespan=lifespan, health=healthz)

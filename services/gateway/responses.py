@@ -16,10 +16,8 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
-from footfall.shared.web import Interface
-
 from footfall.shared.events import Failure
-
+from footfall.shared.web import Interface
 
 STATUS_TEXT = {
     400: "Bad Request",

@@ -18,8 +18,8 @@ from footfall.services.query.reports import (
     segmentation,
     stream,
 )
-from footfall.shared.auth import Authenticator
 from footfall.services.query.settings import QuerySettings
+from footfall.shared.auth import Authenticator
 from footfall.shared.warehouse import Warehouse
 from footfall.shared.web import build_starlette
 
@@ -45,9 +45,7 @@ REPORTS: dict[str, Handler] = {
 
 
 def query_routes(authenticator: Authenticator, warehouse: Warehouse, settings: QuerySettings) -> list[Route]:
-    service = QueryService(
-        authenticator, warehouse, QueryLimiter(settings.rate_per_hour, settings.concurrency)
-    )
+    service = QueryService(authenticator, warehouse, QueryLimiter(settings.rate_per_hour, settings.concurrency))
     routes = service.routes(REPORTS)
     # Raw export has its own (much higher) limits at the interface; it is not counted
     # against the 60/hour report budget.

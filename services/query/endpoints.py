@@ -86,7 +86,9 @@ class QueryService:
 
         return endpoint
 
-    def routes(self, handlers: dict[str, Handler], prefixes: tuple[str, ...] = ("/api/query", "/api/2.0")) -> list[Route]:
+    def routes(
+        self, handlers: dict[str, Handler], prefixes: tuple[str, ...] = ("/api/query", "/api/2.0")
+    ) -> list[Route]:
         routes = []
         for name, handler in handlers.items():
             endpoint = self.wrap(name, handler)

@@ -21,8 +21,8 @@ from starlette.applications import Starlette
 from footfall.services.app.saved import MANAGEMENT, saved_routes
 from footfall.services.query.app import query_routes
 from footfall.services.query.endpoints import QUERY
-from footfall.shared.auth import Authenticator
 from footfall.services.query.settings import QuerySettings
+from footfall.shared.auth import Authenticator
 from footfall.shared.metadata import MetadataRepository
 from footfall.shared.saved import WarehouseSavedStore
 from footfall.shared.schema import apply_migrations
@@ -71,6 +71,8 @@ def build_query(settings: QuerySettings, *, refresh_seconds: float = REFRESH_SEC
 
     # The management interface (saved funnels and reports) lives beside the queries that
     # read it: this process is the one with warehouse access in the distributed shape.
-    routes = query_routes(authenticator, warehouse, settings) + saved_routes(authenticator, WarehouseSavedStore(warehouse))
+    routes = query_routes(authenticator, warehouse, settings) + saved_routes(
+        authenticator, WarehouseSavedStore(warehouse)
+    )
     app = build_starlette("query", routes, interfaces=[QUERY, MANAGEMENT], lifespan=lifespan)
     return QueryProcess(app, warehouse, authenticator)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import date
-from typing import Any
+from typing import Any, Literal, overload
 
 import orjson
 from starlette.requests import Request
@@ -41,6 +41,12 @@ class Params:
             raise ParamError(f"Missing required parameter: {name}")
         return value
 
+    @overload
+    def date(self, name: str, *, required: Literal[True] = True) -> date: ...
+
+    @overload
+    def date(self, name: str, *, required: bool) -> date | None: ...
+
     def date(self, name: str, *, required: bool = True) -> date | None:
         raw = self.required(name) if required else self.get(name)
         if raw is None:
@@ -50,8 +56,17 @@ class Params:
         except ValueError:
             raise ParamError(f"Error in {name}: invalid date {raw!r}, expected yyyy-mm-dd") from None
 
-    def integer(self, name: str, default: int | None = None, *, minimum: int | None = None,
-                maximum: int | None = None) -> int | None:
+    @overload
+    def integer(self, name: str, default: int, *, minimum: int | None = None, maximum: int | None = None) -> int: ...
+
+    @overload
+    def integer(
+        self, name: str, default: None = None, *, minimum: int | None = None, maximum: int | None = None
+    ) -> int | None: ...
+
+    def integer(
+        self, name: str, default: int | None = None, *, minimum: int | None = None, maximum: int | None = None
+    ) -> int | None:
         raw = self.get(name)
         if raw is None:
             return default
@@ -75,6 +90,12 @@ class Params:
         if lowered in ("0", "false", "no"):
             return False
         raise ParamError(f"Error in {name}: {raw!r} is not a boolean")
+
+    @overload
+    def choice(self, name: str, allowed: Sequence[str], default: str) -> str: ...
+
+    @overload
+    def choice(self, name: str, allowed: Sequence[str], default: None = None) -> str | None: ...
 
     def choice(self, name: str, allowed: Sequence[str], default: str | None = None) -> str | None:
         raw = self.get(name)

@@ -81,10 +81,11 @@ def build_embedded(settings: ServeSettings, *, sink: Sink | None = None) -> Embe
 
 def _announce(created: dict[str, object], settings: ServeSettings) -> None:
     sa = created["service_account"]
-    assert isinstance(sa, dict)
+    if not isinstance(sa, dict):
+        raise AssertionError("invariant: isinstance(sa, dict)")
     lines = [
         "",
-        "Footfall created project 1 (\"Default\", UTC). These credentials are shown once;",
+        'Footfall created project 1 ("Default", UTC). These credentials are shown once;',
         f"they are also in {settings.store.data_dir / BOOTSTRAP_FILE} (mode 0600):",
         f"  project token:            {created['project_token']}",
         f"  project secret:           {created['project_secret']}",

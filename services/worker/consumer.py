@@ -126,8 +126,8 @@ class WorkerConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
                 log.warning("worker_consumer_stop_timeout", consumer=self.name, timeout=timeout)
                 self._task.cancel()
                 await asyncio.gather(self._task, return_exceptions=True)
-            except Exception:
-                pass  # already logged by _supervise
+            except Exception as exc:  # the loop ended with an error, which _supervise logged
+                log.debug("worker_consumer_ended_with_error", consumer=self.name, error=str(exc)[:300])
         if self._consumer is not None:
             await self._consumer.stop()
             self._consumer = None
@@ -143,15 +143,17 @@ class WorkerConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
             try:
                 if self._consumer is None:
                     await self._open()
-                assert self._consumer is not None
+                if self._consumer is None:
+                    raise AssertionError("invariant: self._consumer is not None")
                 await self._consume(self._consumer)
                 return
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 self.failed = exc
-                log.error("worker_consumer_failed", consumer=self.name, error=str(exc)[:1000],
-                          restart_in=delay, exc_info=exc)
+                log.error(
+                    "worker_consumer_failed", consumer=self.name, error=str(exc)[:1000], restart_in=delay, exc_info=exc
+                )
                 self.buffer.take()  # uncommitted: they are fetched again after the restart
                 if self._consumer is not None:
                     await self._consumer.stop()
@@ -187,14 +189,18 @@ class WorkerConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
         self.last_batch_at = time.time()
 
     async def _commit(self, offsets: dict[TopicPartition, int]) -> None:
-        assert self._consumer is not None
+        if self._consumer is None:
+            raise AssertionError("invariant: self._consumer is not None")
         assigned = self._consumer.assignment()
         mine = {tp: off for tp, off in offsets.items() if tp in assigned}
         if len(mine) < len(offsets):
             # Partitions moved during the batch: the new owner re-reads them; the dedup
             # marks just written make it drop what this batch inserted.
-            log.info("commit_skipped_for_moved_partitions", consumer=self.name,
-                     partitions=sorted(tp.partition for tp in offsets.keys() - mine.keys()))
+            log.info(
+                "commit_skipped_for_moved_partitions",
+                consumer=self.name,
+                partitions=sorted(tp.partition for tp in offsets.keys() - mine.keys()),
+            )
         if not mine:
             return
         try:

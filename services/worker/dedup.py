@@ -25,9 +25,9 @@ from collections import OrderedDict
 from typing import Protocol
 
 import redis.asyncio as aioredis
+import structlog
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
-import structlog
 from redis.exceptions import RedisError
 
 from footfall.shared import metrics

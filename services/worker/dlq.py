@@ -75,7 +75,9 @@ class KafkaDeadLetters:
         async with self._lock:
             if self._producer is None:
                 producer = await start_durable_producer(
-                    self.bootstrap, client_id="footfall-worker-dlq", timeout=self.timeout,
+                    self.bootstrap,
+                    client_id="footfall-worker-dlq",
+                    timeout=self.timeout,
                     max_request_size=2 * 1024 * 1024,
                 )
                 self._producer = producer

@@ -133,6 +133,8 @@ class Enricher:
 def open_enricher(geoip_db: str) -> Enricher:
     """The enricher of `FOOTFALL_GEOIP_DB`; without a database, one that finds nothing (with a warning)."""
     if not geoip_db:
-        log.warning("geoip_disabled", reason="FOOTFALL_GEOIP_DB is not set: events get no $city/$region/mp_country_code")
+        log.warning(
+            "geoip_disabled", reason="FOOTFALL_GEOIP_DB is not set: events get no $city/$region/mp_country_code"
+        )
         return Enricher(None)
     return Enricher(open_geo_reader(geoip_db))

@@ -23,15 +23,14 @@ from aiokafka.errors import KafkaError
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
 from footfall.services.worker.consumer import WorkerConsumer
 from footfall.services.worker.dedup import DedupStore, MemoryDedup, RedisDedup
 from footfall.services.worker.dlq import KafkaDeadLetters
 from footfall.services.worker.enrich import Enricher, open_enricher
 from footfall.services.worker.pipeline import BatchProcessor
-from footfall.shared.auth import Authenticator
 from footfall.services.worker.settings import WorkerSettings
+from footfall.shared.auth import Authenticator
 from footfall.shared.kafka import Topics, ensure_topics
 from footfall.shared.kafka.directory import DirectoryPublisher, DirectoryRefresher
 from footfall.shared.kafka.logs import quiet_aiokafka
@@ -101,8 +100,10 @@ class WorkerGroup:
             }
             for c in self.consumers
         ]
-        redis = "memory" if isinstance(self.dedup, MemoryDedup) else (
-            "ok" if getattr(self.dedup, "available", True) else "bypassed"
+        redis = (
+            "memory"
+            if isinstance(self.dedup, MemoryDedup)
+            else ("ok" if getattr(self.dedup, "available", True) else "bypassed")
         )
         ok = self.started and all(c["running"] for c in consumers)
         return ok, {"status": "ok" if ok else "unavailable", "consumers": consumers, "dedup": redis}

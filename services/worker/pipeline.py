@@ -139,8 +139,9 @@ class BatchProcessor:
         metrics.WORKER_MESSAGES.labels("dead_lettered").inc(total.dead_lettered)
         return total
 
-    async def _process_stream(self, stream: Stream[Any], records: Sequence[Any],
-                              stopping: Callable[[], bool]) -> Outcome:
+    async def _process_stream(
+        self, stream: Stream[Any], records: Sequence[Any], stopping: Callable[[], bool]
+    ) -> Outcome:
         decoded = decode_records(stream, records)
         outcome = Outcome(dead_lettered=len(decoded.letters))
         if decoded.letters:
@@ -164,7 +165,8 @@ class BatchProcessor:
         )
         if not ok:
             return Outcome(done=False)
-        assert isinstance(stored, Stored)
+        if not isinstance(stored, Stored):
+            raise AssertionError("invariant: isinstance(stored, Stored)")
         outcome.duplicates += stored.dropped
         outcome.inserted = len(stored.keys)
         # store_batch keeps the last copy of a key; so does this map.

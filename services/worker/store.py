@@ -27,8 +27,9 @@ class Stored:
     dropped: int  # in-batch duplicates that were not inserted
 
 
-def store_batch(stream: Stream[T], warehouse: Warehouse, locator: Locator, items: Sequence[T],
-                ingested_at_ms: int | None = None) -> Stored:
+def store_batch(
+    stream: Stream[T], warehouse: Warehouse, locator: Locator, items: Sequence[T], ingested_at_ms: int | None = None
+) -> Stored:
     """Insert `items` as one statement. Of several items with the same dedup key only the
     last is kept: the interface says the most recently ingested copy of a duplicate wins,
     and inside one batch that is the later one."""

@@ -294,7 +294,7 @@ def validate_event(
     if type(raw) is not dict:
         return _fail(index, None, "", f"each event must be a JSON object, got {_type_name(raw)}", "malformed")
     props = raw.get("properties")
-    raw_iid = props.get("$insert_id") if type(props) is dict else None
+    raw_iid: Any = props.get("$insert_id") if type(props) is dict else None
 
     name = raw.get("event")
     if type(name) is not str:
@@ -336,7 +336,7 @@ def validate_event(
         )
 
     # --- time --------------------------------------------------------------------------
-    t = props.get("time")
+    t: Any = props.get("time")
     tt = type(t)
     if tt is int:
         time_ms = t if t >= _MS_THRESHOLD else t * 1000
@@ -367,7 +367,7 @@ def validate_event(
 
     # --- distinct_id -------------------------------------------------------------------
     maxlen = limits.max_string_len
-    did = props.get("distinct_id")
+    did: Any = props.get("distinct_id")
     dt = type(did)
     if dt is int:
         try:

@@ -38,7 +38,17 @@ from footfall.shared.expr.typed import (
     Z,
 )
 
-__all__ = ["DATETIME_MAX", "DATETIME_MIN", "FUNCTIONS", "MILLIS_FROM", "epoch_seconds", "ISO_DATETIME", "check_expr", "infer_kinds", "parse_iso"]
+__all__ = [
+    "DATETIME_MAX",
+    "DATETIME_MIN",
+    "FUNCTIONS",
+    "ISO_DATETIME",
+    "MILLIS_FROM",
+    "check_expr",
+    "epoch_seconds",
+    "infer_kinds",
+    "parse_iso",
+]
 
 Context = Literal["events"]
 
@@ -78,14 +88,15 @@ _COLUMNS: dict[str, dict[str, tuple[str, Kind]]] = {
 # ISO dates accepted by datetime("...") and where a string meets a datetime. Naive means UTC;
 # offsets up to 23:59; the instant (after the offset) must lie in [DATETIME_MIN, DATETIME_MAX).
 ISO_DATETIME = re.compile(
-    r"((?:1[89]|2[0-3])\d\d)-(\d\d)-(\d\d)(?:[T ](\d\d):(\d\d)(?::(\d\d)(?:\.(\d+))?)?)?(Z|[+-](?:[01]\d|2[0-3]):?[0-5]\d)?",
+    r"((?:1[89]|2[0-3])\d\d)-(\d\d)-(\d\d)"  # date
+    r"(?:[T ](\d\d):(\d\d)(?::(\d\d)(?:\.(\d+))?)?)?"  # optional time, seconds, fraction
+    r"(Z|[+-](?:[01]\d|2[0-3]):?[0-5]\d)?",  # optional zone
     re.ASCII,
 )
 # The range that DateTime64(3) holds; outside it datetime() is undefined.
 DATETIME_MIN = -2208988800.0  # 1900-01-01
 DATETIME_MAX = 10413792000.0  # 2300-01-01
 MILLIS_FROM = 1e10  # datetime(n): n >= 1e10 is milliseconds (decisions.md, `time` unit)
-
 
 
 def check_expr(tree: ast.Node, *, context: Context = "events") -> TNode:
@@ -105,9 +116,7 @@ def parse_iso(text: str) -> float | None:
             sign = 1 if zone[0] == "+" else -1
             digits = zone[1:].replace(":", "")
             tz = timezone(sign * timedelta(hours=int(digits[:2]), minutes=int(digits[2:])))
-        value = datetime(
-            int(year), int(month), int(day), int(hour or 0), int(minute or 0), int(second or 0), tzinfo=tz
-        )
+        value = datetime(int(year), int(month), int(day), int(hour or 0), int(minute or 0), int(second or 0), tzinfo=tz)
     except ValueError:
         return None
     millis = int((frac or "0").ljust(3, "0")[:3])
@@ -206,10 +215,10 @@ class _Checker:
             case ast.StringLit(value, span):
                 return Const(S, value, span)
             case ast.NumberLit(text, span):
-                value = float(text)
-                if not math.isfinite(value):
+                number = float(text)
+                if not math.isfinite(number):
                     raise ExprTypeError(f"number {text[:20]!r} is out of range", span.start)
-                return Const(N, value, span)
+                return Const(N, number, span)
             case ast.BoolLit(value, span):
                 return Const(B, value, span)
             case ast.NullLit(span):
@@ -226,9 +235,13 @@ class _Checker:
                 return Apply(top, (arg,), infer_kinds(top, (arg.kinds,)), span)
             case ast.Binary(op, left, right, span):
                 bop = _BINARY[op]
-                args = tuple(self.node(o) for o in _operands(node)) if op in ("and", "or") else (
-                    self.node(left),
-                    self.node(right),
+                args = (
+                    tuple(self.node(o) for o in _operands(node))
+                    if op in ("and", "or")
+                    else (
+                        self.node(left),
+                        self.node(right),
+                    )
                 )
                 if bop in (Op.AND, Op.OR):
                     for arg in args:
@@ -255,9 +268,7 @@ class _Checker:
         op, arity = known
         if len(node.args) != arity:
             plural = "s" if arity != 1 else ""
-            raise ExprTypeError(
-                f"{node.name}() takes {arity} argument{plural}, got {len(node.args)}", node.span.start
-            )
+            raise ExprTypeError(f"{node.name}() takes {arity} argument{plural}, got {len(node.args)}", node.span.start)
         args = tuple(self.node(a) for a in node.args)
         if op is Op.DATETIME and isinstance(args[0], Const):
             return self.datetime_literal(args[0], node.span)
@@ -270,7 +281,7 @@ class _Checker:
             seconds = parse_iso(arg.value)
             if seconds is None:
                 raise ExprTypeError(
-                    "datetime() needs an ISO date such as \"2024-01-01\" or \"2024-01-01T00:00:00\"",
+                    'datetime() needs an ISO date such as "2024-01-01" or "2024-01-01T00:00:00"',
                     arg.span.start,
                 )
         elif arg.kind is N and isinstance(arg.value, float):
@@ -282,4 +293,3 @@ class _Checker:
         if seconds is None:
             return Const(U, None, span)
         return Const(D, seconds, span)
-

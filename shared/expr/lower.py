@@ -61,6 +61,7 @@ from footfall.shared.expr.values import (
     num_text,
     or_,
     parse_datetime,
+    present,
     property_defined,
     property_value,
     s_as,
@@ -74,13 +75,13 @@ __all__ = ["PACK_AT", "Lowerer"]
 PACK_AT = 3000
 
 
-_CMP = {
+_CMP: dict[Op, Callable[[Sql, Sql], Sql]] = {
     Op.GT: lambda a, b: sql("({} > {})", a, b),
     Op.GE: lambda a, b: sql("({} >= {})", a, b),
     Op.LT: lambda a, b: sql("({} < {})", a, b),
     Op.LE: lambda a, b: sql("({} <= {})", a, b),
 }
-_ARITH = {
+_ARITH: dict[Op, Callable[[Sql, Sql], Sql]] = {
     Op.SUB: lambda a, b: sql("({} - {})", a, b),
     Op.MUL: lambda a, b: sql("({} * {})", a, b),
     Op.DIV: lambda a, b: sql("({} / {})", a, b),
@@ -202,7 +203,7 @@ class Lowerer:
             case Op.IN:
                 return self.member(kinds, x, a[1])
             case Op.ADD:
-                total = sql("({} + {})", x.n, a[1].n) if N in x.kinds and N in a[1].kinds else None
+                total = sql("({} + {})", x.nv, a[1].nv) if N in x.kinds and N in a[1].kinds else None
                 numeric = and_(is_kind(x, N), is_kind(a[1], N), _finite(total)) if total is not None else False
                 strings = and_(is_kind(x, S), is_kind(a[1], S))
                 concat = sql("concat({}, {})", s_as(x, S), s_as(a[1], S)) if S in x.kinds and S in a[1].kinds else None
@@ -272,13 +273,14 @@ class Lowerer:
     def compare(self, op: Op, kinds: Kinds, a: Val, b: Val) -> Val:
         cmp = _CMP[op]
         cases: list[tuple[Cond, Sql]] = []
-        for ka, kb, left, right in (
+        operands: tuple[tuple[Kind, Kind, Callable[[], Sql], Callable[[], Sql]], ...] = (
             (N, N, lambda: a.nv, lambda: b.nv),
             (S, S, lambda: s_as(a, S), lambda: s_as(b, S)),
             (D, D, lambda: a.nv, lambda: b.nv),
             (D, S, lambda: a.nv, lambda: parse_datetime(s_as(b, S))),
             (S, D, lambda: parse_datetime(s_as(a, S)), lambda: b.nv),
-        ):
+        )
+        for ka, kb, left, right in operands:
             if ka in a.kinds and kb in b.kinds:
                 ok = and_(is_kind(a, ka), is_kind(b, kb))
                 lhs, rhs = left(), right()
@@ -362,13 +364,14 @@ class Lowerer:
         parsed = parse_datetime(s_as(x, S)) if S in x.kinds else None
         # epoch seconds, or milliseconds from 1e10 on (check.epoch_seconds)
         seconds = sql("if({} >= 1e10, {} / 1000, {})", x.nv, x.nv, x.nv) if N in x.kinds else None
-        in_range = (
-            sql("({} >= -2208988800. AND {} < 10413792000.)", seconds, seconds) if seconds is not None else None
-        )
-        assert DATETIME_MIN == -2208988800.0 and DATETIME_MAX == 10413792000.0 and MILLIS_FROM == 1e10
+        in_range = sql("({} >= -2208988800. AND {} < 10413792000.)", seconds, seconds) if seconds is not None else None
+        if not (DATETIME_MIN == -2208988800.0 and DATETIME_MAX == 10413792000.0 and MILLIS_FROM == 1e10):
+            raise AssertionError(
+                "invariant: DATETIME_MIN == -2208988800.0 and DATETIME_MAX == 10413792000.0 and MILLIS_FROM == 1e10"
+            )
         n = by_kind(
             x,
-            {D: lambda: x.nv, N: lambda: seconds or x.nv, S: lambda: sql("ifNull({}, 0.)", parsed)},
+            {D: lambda: x.nv, N: lambda: seconds or x.nv, S: lambda: sql("ifNull({}, 0.)", present(parsed))},
             sql("toFloat64(0)"),
         )
         k = by_kind(
@@ -376,7 +379,7 @@ class Lowerer:
             {
                 D: _k(D),
                 N: lambda: if_(in_range or False, _k(D), _k(U)),
-                S: lambda: if_(sql("isNotNull({})", parsed), _k(D), _k(U)),
+                S: lambda: if_(sql("isNotNull({})", present(parsed)), _k(D), _k(U)),
             },
             _k(U),
         )

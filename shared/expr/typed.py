@@ -44,7 +44,7 @@ class Kind(enum.IntEnum):
 Kinds = frozenset[Kind]
 
 # One-letter names for kind sets, used by the checker and the lowering.
-U, Z, B, N, S, D, L, O = (
+U, Z, B, N, S, D, L, O = (  # noqa: E741 - O is the object kind, as in the checker's tables
     Kind.UNDEFINED,
     Kind.NULL,
     Kind.BOOLEAN,
@@ -55,9 +55,7 @@ U, Z, B, N, S, D, L, O = (
     Kind.OBJECT,
 )
 SCALARS: Kinds = frozenset({Z, B, N, S, D})
-ALL_JSON: Kinds = frozenset(
-    {Kind.UNDEFINED, Kind.NULL, Kind.BOOLEAN, Kind.NUMBER, Kind.STRING, Kind.LIST, Kind.OBJECT}
-)
+ALL_JSON: Kinds = frozenset({Kind.UNDEFINED, Kind.NULL, Kind.BOOLEAN, Kind.NUMBER, Kind.STRING, Kind.LIST, Kind.OBJECT})
 
 
 class Op(enum.Enum):

@@ -37,8 +37,8 @@ __all__ = [
     "Val",
     "and_",
     "by_kind",
-    "element_key",
     "cond",
+    "element_key",
     "if_",
     "is_any",
     "is_kind",
@@ -50,6 +50,7 @@ __all__ = [
     "num_text",
     "or_",
     "parse_datetime",
+    "present",
     "property_defined",
     "property_value",
     "s_as",
@@ -62,6 +63,13 @@ Cond = Sql | bool
 ZERO = sql("0")
 ONE = sql("1")
 NULL_STRING = sql("CAST(NULL, 'Nullable(String)')")
+
+
+def present(fragment: Sql | None) -> Sql:
+    """A component the caller's kind test guarantees (the value has the kind that needs it)."""
+    if fragment is None:
+        raise AssertionError("a component needed by a possible kind is missing")
+    return fragment
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,8 +85,10 @@ class Val:
     json: Sql | None = None  # the value as JSON text, where the source has it (`string_equals`)
 
     def __post_init__(self) -> None:
-        assert self.kinds, "a value has at least one possible kind"
-        assert (self.k is None) == (len(self.kinds) == 1), "k is static exactly when one kind is possible"
+        if not self.kinds:
+            raise AssertionError("a value has at least one possible kind")
+        if not ((self.k is None) == (len(self.kinds) == 1)):
+            raise AssertionError("k is static exactly when one kind is possible")
 
     @property
     def kind(self) -> Sql:
@@ -93,17 +103,20 @@ class Val:
     # Component access; the assertion documents which kinds need which component.
     @property
     def bv(self) -> Sql:
-        assert self.b is not None, self.kinds
+        if self.b is None:
+            raise AssertionError(self.kinds)
         return self.b
 
     @property
     def nv(self) -> Sql:
-        assert self.n is not None, self.kinds
+        if self.n is None:
+            raise AssertionError(self.kinds)
         return self.n
 
     @property
     def sv(self) -> Sql:
-        assert self.s is not None, self.kinds
+        if self.s is None:
+            raise AssertionError(self.kinds)
         return self.s
 
 

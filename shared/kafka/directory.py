@@ -64,7 +64,9 @@ class DirectoryPublisher:
     async def _ensure_producer(self) -> AIOKafkaProducer:
         if self._producer is None:
             producer = await start_durable_producer(
-                self.bootstrap, client_id="footfall-directory", timeout=self.timeout,
+                self.bootstrap,
+                client_id="footfall-directory",
+                timeout=self.timeout,
                 max_request_size=8 * 1024 * 1024,
             )
             self._producer = producer

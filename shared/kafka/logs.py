@@ -39,11 +39,12 @@ _FILTER = RepeatFilter()
 def quiet_aiokafka() -> None:
     """Attach the filter to every aiokafka logger (a logger's filters do not apply to its
     children, so each module's logger gets it). Idempotent; call after importing aiokafka."""
-    import aiokafka.admin  # noqa: F401 - make sure the modules (and their loggers) exist
-    import aiokafka.consumer  # noqa: F401
+    import aiokafka.admin
+    import aiokafka.consumer
     import aiokafka.producer  # noqa: F401
 
     for name, logger in list(logging.Logger.manager.loggerDict.items()):
-        if (name == "aiokafka" or name.startswith("aiokafka.")) and isinstance(logger, logging.Logger):
-            if _FILTER not in logger.filters:
-                logger.addFilter(_FILTER)
+        if not isinstance(logger, logging.Logger) or not (name == "aiokafka" or name.startswith("aiokafka.")):
+            continue
+        if _FILTER not in logger.filters:
+            logger.addFilter(_FILTER)

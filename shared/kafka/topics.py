@@ -64,7 +64,8 @@ class Topics:
 
 
 async def ensure_topics(bootstrap: str, topics: Topics, *, timeout_ms: int = 15000) -> None:
-    """Create the topics (every stream's, the dead letters, the directory) if missing (idempotent; an existing topic is left as it is).
+    """Create the topics (every stream's, the dead letters, the directory) if missing
+    (idempotent; an existing topic is left as it is).
 
     Replication is 3, or the number of brokers when there are fewer (one in development).
 

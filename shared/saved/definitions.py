@@ -237,7 +237,8 @@ class InsightsParams:
         """The inclusive local date range; `today` is the current date in the project's zone."""
         if self.last_days is not None:
             return date.fromordinal(today.toordinal() - self.last_days + 1), today
-        assert self.from_date is not None and self.to_date is not None
+        if not (self.from_date is not None and self.to_date is not None):
+            raise AssertionError("invariant: self.from_date is not None and self.to_date is not None")
         return self.from_date, self.to_date
 
     def to_json(self) -> dict[str, Any]:
@@ -255,7 +256,8 @@ class InsightsParams:
         if self.last_days is not None:
             out["last_days"] = self.last_days
         else:
-            assert self.from_date is not None and self.to_date is not None
+            if not (self.from_date is not None and self.to_date is not None):
+                raise AssertionError("invariant: self.from_date is not None and self.to_date is not None")
             out["from_date"] = self.from_date.isoformat()
             out["to_date"] = self.to_date.isoformat()
         return out
@@ -281,7 +283,18 @@ class Bookmark:
         }
 
 
-_PARAM_MEMBERS = {"type", "events", "unit", "type_of_count", "where", "on", "limit", "from_date", "to_date", "last_days"}
+_PARAM_MEMBERS = {
+    "type",
+    "events",
+    "unit",
+    "type_of_count",
+    "where",
+    "on",
+    "limit",
+    "from_date",
+    "to_date",
+    "last_days",
+}
 
 
 def _date(value: Any, where: str) -> date:

@@ -61,13 +61,13 @@ class _Row:
 
 
 def _funnel(row: _Row) -> SavedFunnel:
-    return SavedFunnel(row.item_id, row.project_id, row.name, parse_funnel_definition(row.body), row.created,
-                       row.modified)
+    return SavedFunnel(
+        row.item_id, row.project_id, row.name, parse_funnel_definition(row.body), row.created, row.modified
+    )
 
 
 def _bookmark(row: _Row) -> Bookmark:
-    return Bookmark(row.item_id, row.project_id, row.name, parse_insights_params(row.body), row.created,
-                    row.modified)
+    return Bookmark(row.item_id, row.project_id, row.name, parse_insights_params(row.body), row.created, row.modified)
 
 
 class _RowStore(Protocol):
@@ -147,9 +147,7 @@ class _Typed:
     def create_bookmark(self, project_id: int, name: str, params: InsightsParams) -> Bookmark:
         return _bookmark(self._create("bookmark", project_id, name, params.to_json()))
 
-    def update_bookmark(
-        self, project_id: int, bookmark_id: int, name: str, params: InsightsParams
-    ) -> Bookmark | None:
+    def update_bookmark(self, project_id: int, bookmark_id: int, name: str, params: InsightsParams) -> Bookmark | None:
         row = self._update("bookmark", project_id, bookmark_id, name, params.to_json())
         return _bookmark(row) if row else None
 
@@ -182,16 +180,23 @@ class _WarehouseRows:
 
     def rows(self, kind: str, project_id: int, item_id: int | None = None) -> list[_Row]:
         found = self.warehouse.query(*_select(kind, project_id, item_id))
-        return [
-            _Row(int(r[0]), int(r[1]), r[2], orjson.loads(r[3]), _utc(r[4]), _utc(r[5])) for r in found
-        ]
+        return [_Row(int(r[0]), int(r[1]), r[2], orjson.loads(r[3]), _utc(r[4]), _utc(r[5])) for r in found]
 
     def write(self, kind: str, row: _Row, *, deleted: bool = False) -> None:
         self.warehouse.insert(
             _TABLE[kind].name,
             _TABLE[kind].column_names,
-            [[row.project_id, row.item_id, row.name, orjson.dumps(row.body).decode(), row.created, row.modified,
-              1 if deleted else 0]],
+            [
+                [
+                    row.project_id,
+                    row.item_id,
+                    row.name,
+                    orjson.dumps(row.body).decode(),
+                    row.created,
+                    row.modified,
+                    1 if deleted else 0,
+                ]
+            ],
         )
 
     def next_id(self, kind: str, project_id: int) -> int:

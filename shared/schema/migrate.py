@@ -51,9 +51,7 @@ def apply_migrations(warehouse: Warehouse) -> list[int]:
             continue
         for statement in statements:
             warehouse.command(statement)
-        warehouse.insert(
-            "schema_migrations", ["version", "name", "applied_at"], [[version, name, datetime.now(UTC)]]
-        )
+        warehouse.insert("schema_migrations", ["version", "name", "applied_at"], [[version, name, datetime.now(UTC)]])
         log.info("migration_applied", version=version, name=name)
         applied.append(version)
     return applied

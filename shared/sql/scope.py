@@ -76,8 +76,9 @@ def guard(table: Table, scope: Scope, binds: Params) -> Sql:
     )
 
 
-def source(table: Table, scope: Scope, binds: Params, *, final: bool = False, keys: Sql | None = None,
-           where: Sql | None = None) -> Sql:
+def source(
+    table: Table, scope: Scope, binds: Params, *, final: bool = False, keys: Sql | None = None, where: Sql | None = None
+) -> Sql:
     """`table` restricted to `scope` (and `keys`, `where`): a FROM-clause source."""
     name = _unchecked(table.name)
     first = guard(table, scope, binds)

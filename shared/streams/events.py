@@ -39,8 +39,16 @@ def event_key(e: Event) -> bytes:
 
 def encode_event(e: Event) -> bytes:
     return orjson.dumps(
-        {"v": VERSION, "p": e.project_id, "e": e.event, "t": e.time_ms, "d": e.distinct_id, "i": e.insert_id,
-         "pr": e.properties, "ip": e.ip}
+        {
+            "v": VERSION,
+            "p": e.project_id,
+            "e": e.event,
+            "t": e.time_ms,
+            "d": e.distinct_id,
+            "i": e.insert_id,
+            "pr": e.properties,
+            "ip": e.ip,
+        }
     )
 
 
@@ -83,7 +91,11 @@ def decode_event(value: bytes | None) -> Event:
 
 def validate_events(items: list[Any], intake: Intake) -> tuple[list[Event], list[Failure]]:
     return validate_batch(
-        items, project_id=intake.project_id, strict=intake.strict, limits=intake.limits, now_ms=intake.now_ms,
+        items,
+        project_id=intake.project_id,
+        strict=intake.strict,
+        limits=intake.limits,
+        now_ms=intake.now_ms,
         body_bytes=intake.body_bytes,
     )
 
@@ -94,8 +106,12 @@ def event_rows(events: Sequence[Event], keys: Sequence[bytes], locator: Locator,
     DateTime64(3) as ticks."""
     cols: dict[str, list[Any]] = {name: [] for name in EVENTS_TABLE.column_names}
     project_id, time, event, distinct_id = cols["project_id"], cols["time"], cols["event"], cols["distinct_id"]
-    insert_id, properties, dedup_hash, ingested_at = cols["insert_id"], cols["properties"], cols["dedup_hash"], \
-        cols["ingested_at"]
+    insert_id, properties, dedup_hash, ingested_at = (
+        cols["insert_id"],
+        cols["properties"],
+        cols["dedup_hash"],
+        cols["ingested_at"],
+    )
     city, region, country_code = cols["city"], cols["region"], cols["country_code"]
     for key, e in zip(keys, events, strict=True):
         props = e.properties

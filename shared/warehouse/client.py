@@ -12,7 +12,7 @@ import asyncio
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 import clickhouse_connect
 from clickhouse_connect.driver.exceptions import ClickHouseError
@@ -81,7 +81,8 @@ class ClickHouseWarehouse:
             result = self._client.query(sql, parameters=parameters)
         except ClickHouseError as exc:
             raise WarehouseError(str(exc)) from exc
-        return list(result.column_names), list(result.result_rows)
+        rows = cast("list[tuple[Any, ...]]", list(result.result_rows))
+        return list(result.column_names), rows
 
     def insert(
         self, table: str, columns: Sequence[str], data: Sequence[Sequence[Any]], *, column_oriented: bool = False

@@ -51,8 +51,20 @@ class ServeProcess:
         env.update(self.env)
         log = open(self.log_path, "wb")  # noqa: SIM115 - closed with the process
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "footfall.services.cli", "serve", "--port", str(self.port), "--data", str(self.data_dir)],
-            cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                "footfall.services.cli",
+                "serve",
+                "--port",
+                str(self.port),
+                "--data",
+                str(self.data_dir),
+            ],
+            cwd=REPO,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -20,8 +20,12 @@ pytestmark = pytest.mark.e2e
 
 
 def footfall(data: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([sys.executable, "-m", "footfall.services.cli", *args, "--data", str(data)],
-                          cwd=REPO, capture_output=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "footfall.services.cli", *args, "--data", str(data)],
+        cwd=REPO,
+        capture_output=True,
+        timeout=120,
+    )
 
 
 def created(data: Path, *args: str) -> dict[str, Any]:
@@ -46,24 +50,41 @@ def test_new_project_and_service_account_work_and_stay_scoped(tmp_path: Path) ->
 
     server.start()
     try:
-        event = {"event": "E", "properties": {"time": int(time.time()) - 60, "distinct_id": "u",
-                                              "$insert_id": uuid.uuid4().hex}}
+        event = {
+            "event": "E",
+            "properties": {"time": int(time.time()) - 60, "distinct_id": "u", "$insert_id": uuid.uuid4().hex},
+        }
         body = orjson.dumps([event])
         headers = {"Content-Type": "application/json"}
         r = httpx.post(server.base + "/import?strict=1", content=body, headers=headers, auth=(web["project_token"], ""))
         assert r.status_code == 200
-        r = httpx.post(server.base + "/import?strict=1&project_id=2", content=body, headers=headers,
-                       auth=(admin["username"], admin["secret"]))
+        r = httpx.post(
+            server.base + "/import?strict=1&project_id=2",
+            content=body,
+            headers=headers,
+            auth=(admin["username"], admin["secret"]),
+        )
         assert r.status_code == 200
-        r = httpx.post(server.base + "/import?strict=1&project_id=2", content=body, headers=headers,
-                       auth=(analyst["username"], analyst["secret"]))
+        r = httpx.post(
+            server.base + "/import?strict=1&project_id=2",
+            content=body,
+            headers=headers,
+            auth=(analyst["username"], analyst["secret"]),
+        )
         assert r.status_code == 403  # analysts may query, not import
-        r = httpx.post(server.base + "/import?strict=1&project_id=1", content=body, headers=headers,
-                       auth=(admin["username"], admin["secret"]))
+        r = httpx.post(
+            server.base + "/import?strict=1&project_id=1",
+            content=body,
+            headers=headers,
+            auth=(admin["username"], admin["secret"]),
+        )
         assert r.status_code == 403  # not a member of project 1
         today = time.strftime("%Y-%m-%d", time.gmtime())
-        export = httpx.get(server.base + "/api/2.0/export", params={"from_date": "2020-01-01", "to_date": today},
-                           auth=(web["project_secret"], ""))
+        export = httpx.get(
+            server.base + "/api/2.0/export",
+            params={"from_date": "2020-01-01", "to_date": today},
+            auth=(web["project_secret"], ""),
+        )
         assert [orjson.loads(line)["event"] for line in export.content.splitlines()] == ["E"]
     finally:
         server.stop()

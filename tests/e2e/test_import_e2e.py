@@ -10,8 +10,8 @@ import gzip
 import stat
 import time
 import uuid
-from pathlib import Path
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -29,8 +29,14 @@ SECRET = CREDS["FOOTFALL_BOOTSTRAP_SECRET"]
 SA = (CREDS["FOOTFALL_BOOTSTRAP_SA_USERNAME"], CREDS["FOOTFALL_BOOTSTRAP_SA_SECRET"])
 
 
-def make_event(name: str = "Signed up", *, distinct_id: str = "u1", insert_id: str | None = None,
-               t: int | None = None, **props: Any) -> dict[str, Any]:
+def make_event(
+    name: str = "Signed up",
+    *,
+    distinct_id: str = "u1",
+    insert_id: str | None = None,
+    t: int | None = None,
+    **props: Any,
+) -> dict[str, Any]:
     return {
         "event": name,
         "properties": {
@@ -50,12 +56,19 @@ def export(server: ServeProcess, **params: str) -> list[dict[str, Any]]:
     return [orjson.loads(line) for line in r.content.splitlines() if line.strip()]
 
 
-def post_import(server: ServeProcess, body: bytes, *, content_type: str = "application/json",
-                strict: bool = True, headers: dict[str, str] | None = None,
-                auth: tuple[str, str] = (TOKEN, "")) -> httpx.Response:
+def post_import(
+    server: ServeProcess,
+    body: bytes,
+    *,
+    content_type: str = "application/json",
+    strict: bool = True,
+    headers: dict[str, str] | None = None,
+    auth: tuple[str, str] = (TOKEN, ""),
+) -> httpx.Response:
     url = server.base + "/import" + ("?strict=1" if strict else "")
-    return httpx.post(url, content=body, auth=auth, timeout=30,
-                      headers={"Content-Type": content_type, **(headers or {})})
+    return httpx.post(
+        url, content=body, auth=auth, timeout=30, headers={"Content-Type": content_type, **(headers or {})}
+    )
 
 
 def test_json_ndjson_gzip_round_trip(serve_process: ServeProcess) -> None:
@@ -92,14 +105,17 @@ def test_strict_partial_failure_imports_the_valid_ones(serve_process: ServeProce
 
 def test_legacy_form_modes(serve_process: ServeProcess) -> None:
     e1, e2, e3 = make_event("Raw"), make_event("B64"), make_event("Get")
-    r = httpx.post(serve_process.base + "/import", data={"data": orjson.dumps([e1]).decode(), "verbose": "1"},
-                   auth=(TOKEN, ""))
+    r = httpx.post(
+        serve_process.base + "/import", data={"data": orjson.dumps([e1]).decode(), "verbose": "1"}, auth=(TOKEN, "")
+    )
     assert r.json() == {"status": 1, "error": None}
-    r = httpx.post(serve_process.base + "/import/", data={"data": base64.b64encode(orjson.dumps([e2])).decode()},
-                   auth=(TOKEN, ""))
+    r = httpx.post(
+        serve_process.base + "/import/", data={"data": base64.b64encode(orjson.dumps([e2])).decode()}, auth=(TOKEN, "")
+    )
     assert r.text == "1"
-    r = httpx.get(serve_process.base + "/import", params={"data": base64.b64encode(orjson.dumps(e3)).decode()},
-                  auth=(TOKEN, ""))
+    r = httpx.get(
+        serve_process.base + "/import", params={"data": base64.b64encode(orjson.dumps(e3)).decode()}, auth=(TOKEN, "")
+    )
     assert r.text == "1"
     r = httpx.post(serve_process.base + "/import", data={"data": "not json", "verbose": "1"}, auth=(TOKEN, ""))
     assert r.status_code == 400 and r.json()["status"] == 0 and r.json()["error"]
@@ -110,12 +126,18 @@ def test_official_mixpanel_library_imports(serve_process: ServeProcess) -> None:
     creds = ServiceAccountCredentials(username=SA[0], secret=SA[1], project_id="1")
     mp = Mixpanel(TOKEN, consumer=Consumer(import_url=serve_process.base + "/import", credentials=creds))
     stamp = int(time.time()) - 3600
-    mp.import_data(api_key=None, distinct_id="lib-user", event_name="Lib Event", timestamp=stamp,
-                   properties={"plan": "pro", "amount": 12.5})
+    mp.import_data(
+        api_key=None,
+        distinct_id="lib-user",
+        event_name="Lib Event",
+        timestamp=stamp,
+        properties={"plan": "pro", "amount": 12.5},
+    )
     # The deprecated api_secret form (Basic "secret:") still works.
     legacy = Mixpanel(TOKEN, consumer=Consumer(import_url=serve_process.base + "/import"))
-    legacy.import_data(api_key="unused", distinct_id="lib-user", event_name="Legacy Event",
-                       timestamp=stamp, api_secret=SECRET)
+    legacy.import_data(
+        api_key="unused", distinct_id="lib-user", event_name="Legacy Event", timestamp=stamp, api_secret=SECRET
+    )
     events = {e["event"]: e["properties"] for e in export(serve_process)}
     assert events["Lib Event"]["time"] == stamp and events["Lib Event"]["plan"] == "pro"
     assert events["Lib Event"]["distinct_id"] == "lib-user" and "token" not in events["Lib Event"]
@@ -146,11 +168,14 @@ def test_auth_failures_are_json(serve_process: ServeProcess) -> None:
     body = orjson.dumps([make_event()])
     r = post_import(serve_process, body, auth=("wrong-token", ""))
     assert r.status_code == 401 and r.json()["status"] == "Unauthorized"
-    r = httpx.post(serve_process.base + "/import?strict=1", content=body,
-                   headers={"Content-Type": "application/json"})
+    r = httpx.post(serve_process.base + "/import?strict=1", content=body, headers={"Content-Type": "application/json"})
     assert r.status_code == 401 and "error" in r.json()
-    r = httpx.post(serve_process.base + "/import?strict=1&project_id=1", content=body, auth=(SA[0], "bad"),
-                   headers={"Content-Type": "application/json"})
+    r = httpx.post(
+        serve_process.base + "/import?strict=1&project_id=1",
+        content=body,
+        auth=(SA[0], "bad"),
+        headers={"Content-Type": "application/json"},
+    )
     assert r.status_code == 401
 
 
@@ -173,8 +198,12 @@ def test_geoip_enrichment_in_serve(tmp_path: Path, kind: str) -> None:
     server = ServeProcess(tmp_path / "data", env={"FOOTFALL_GEOIP_DB": str(db)})
     server.start()
     try:
-        events = [make_event("Geo", ip="81.2.69.160"), make_event("Geo", ip="::ffff:8.8.8.8"),
-                  make_event("Geo", ip="192.0.2.1"), make_event("Geo", ip=0)]
+        events = [
+            make_event("Geo", ip="81.2.69.160"),
+            make_event("Geo", ip="::ffff:8.8.8.8"),
+            make_event("Geo", ip="192.0.2.1"),
+            make_event("Geo", ip=0),
+        ]
         assert post_import(server, orjson.dumps(events)).json()["num_records_imported"] == 4
         by_id = {e["properties"]["$insert_id"]: e["properties"] for e in export(server)}
         london, mountain_view, unknown, skipped = (by_id[e["properties"]["$insert_id"]] for e in events)

@@ -39,25 +39,65 @@ SPEC = DATASET.projects[1]
 
 
 def client(base: str) -> MixpanelUtils:
-    mu = MixpanelUtils(SA_SECRET, token=TOKEN, service_account_username=SA_USER, project_id=1, timeout=60,
-                       max_retries=1)
+    mu = MixpanelUtils(
+        SA_SECRET, token=TOKEN, service_account_username=SA_USER, project_id=1, timeout=60, max_retries=1
+    )
     mu.formatted_api = base + "/api"
     mu.import_api = base
     return mu
 
 
 QUERIES: list[tuple[list[str], dict[str, str], Any]] = [
-    (["segmentation"], {"event": "View Item", "from_date": SPEC.from_date, "to_date": SPEC.to_date,
-                        "on": 'properties["$browser"]', "where": 'properties["plan"] != "free"'},
-     oracle.segmentation.segmentation),
-    (["segmentation", "numeric"], {"event": "View Item", "from_date": SPEC.from_date, "to_date": SPEC.to_date,
-                                   "on": 'properties["amount"]', "buckets": "5"}, oracle.segmentation.numeric),
-    (["segmentation", "sum"], {"event": "Purchase", "from_date": SPEC.from_date, "to_date": SPEC.to_date,
-                               "on": 'properties["price"]'}, oracle.segmentation.sum_),
-    (["events"], {"event": '["App Open", "Purchase"]', "type": "unique", "unit": "week",
-                  "from_date": SPEC.from_date, "to_date": SPEC.to_date}, oracle.events.events),
-    (["events", "properties"], {"event": "App Open", "name": "$os", "type": "general", "unit": "day",
-                                "from_date": SPEC.from_date, "to_date": SPEC.to_date}, oracle.properties.properties),
+    (
+        ["segmentation"],
+        {
+            "event": "View Item",
+            "from_date": SPEC.from_date,
+            "to_date": SPEC.to_date,
+            "on": 'properties["$browser"]',
+            "where": 'properties["plan"] != "free"',
+        },
+        oracle.segmentation.segmentation,
+    ),
+    (
+        ["segmentation", "numeric"],
+        {
+            "event": "View Item",
+            "from_date": SPEC.from_date,
+            "to_date": SPEC.to_date,
+            "on": 'properties["amount"]',
+            "buckets": "5",
+        },
+        oracle.segmentation.numeric,
+    ),
+    (
+        ["segmentation", "sum"],
+        {"event": "Purchase", "from_date": SPEC.from_date, "to_date": SPEC.to_date, "on": 'properties["price"]'},
+        oracle.segmentation.sum_,
+    ),
+    (
+        ["events"],
+        {
+            "event": '["App Open", "Purchase"]',
+            "type": "unique",
+            "unit": "week",
+            "from_date": SPEC.from_date,
+            "to_date": SPEC.to_date,
+        },
+        oracle.events.events,
+    ),
+    (
+        ["events", "properties"],
+        {
+            "event": "App Open",
+            "name": "$os",
+            "type": "general",
+            "unit": "day",
+            "from_date": SPEC.from_date,
+            "to_date": SPEC.to_date,
+        },
+        oracle.properties.properties,
+    ),
 ]
 
 
@@ -93,8 +133,13 @@ def query_process(data_dir: Path) -> Iterator[str]:
     env.pop("FOOTFALL_WAREHOUSE_DSN", None)
     log_path = data_dir.parent / "query.log"
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "footfall.services.cli", "query", "--port", str(port)],
-                                cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "footfall.services.cli", "query", "--port", str(port)],
+            cwd=REPO,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -120,13 +165,19 @@ def query_process(data_dir: Path) -> Iterator[str]:
 def test_mixpanel_utils_against_footfall_query(query_process: str) -> None:
     check_queries(query_process)
     # The query service alone still answers the interface's error shape.
-    r = httpx.get(query_process + "/api/2.0/segmentation", params={"project_id": "1", "event": "x"},
-                  auth=(SA_USER, SA_SECRET))
+    r = httpx.get(
+        query_process + "/api/2.0/segmentation", params={"project_id": "1", "event": "x"}, auth=(SA_USER, SA_SECRET)
+    )
     assert r.status_code == 400 and r.json()["error"] == "Missing required parameter: from_date"
 
 
 def test_footfall_query_serves_the_management_interface(query_process: str) -> None:
-    funnel = {"name": "Signup", "steps": [{"event": "Sign Up"}, {"event": "Purchase"}], "length": 1, "length_unit": "day"}
+    funnel = {
+        "name": "Signup",
+        "steps": [{"event": "Sign Up"}, {"event": "Purchase"}],
+        "length": 1,
+        "length_unit": "day",
+    }
     created = httpx.post(query_process + "/api/app/projects/1/funnels", json=funnel, auth=(SA_USER, SA_SECRET))
     assert created.status_code in (200, 201), created.text
     listed = httpx.get(query_process + "/api/query/funnels/list", params={"project_id": "1"}, auth=(SA_USER, SA_SECRET))

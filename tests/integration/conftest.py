@@ -8,6 +8,7 @@ once, and `clean_warehouse` truncates the tables before each test that asks for 
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from footfall.shared.schema import apply_migrations
-
 from footfall.shared.warehouse import ClickHouseWarehouse, open_warehouse
 from footfall.shared.warehouse.client import WarehouseError
 
@@ -47,10 +47,8 @@ def truncate_all(warehouse: ClickHouseWarehouse) -> None:
         "SELECT name FROM system.tables WHERE database = currentDatabase() AND NOT is_temporary "
         "AND engine LIKE '%MergeTree%' AND name != 'schema_migrations'"
     ):
-        try:
+        with contextlib.suppress(WarehouseError):  # a table dropped meanwhile
             warehouse.command(f"TRUNCATE TABLE IF EXISTS `{table}`")
-        except WarehouseError:  # pragma: no cover - a table dropped meanwhile
-            pass
 
 
 @pytest.fixture

@@ -24,11 +24,11 @@ from footfall.services.worker.enrich import (
     normalise_ip,
     open_geo_reader,
 )
-from footfall.shared.streams import EVENTS, Rows
 from footfall.shared.config import ImportLimits
 from footfall.shared.events import Event, validate_batch
+from footfall.shared.streams import EVENTS, Rows
 from footfall.shared.warehouse import ClickHouseWarehouse
-from tests.geo import COUNTRY_ONLY, PROBES, UNKNOWN_IPS, write_test_city_db
+from tests.geo import UNKNOWN_IPS, write_test_city_db
 
 KINDS = ["geoip2", "flat"]
 LONDON = Place("London", "England", "GB")

@@ -46,7 +46,9 @@ async def _produce(bootstrap: str, topic: str, values: list[bytes]) -> list[int]
         await producer.stop()
 
 
-async def _consume(bootstrap: str, topic: str, group: str, n: int, commit: bool = True) -> tuple[list[bytes], int | None]:
+async def _consume(
+    bootstrap: str, topic: str, group: str, n: int, commit: bool = True
+) -> tuple[list[bytes], int | None]:
     """Read n messages as a member of `group`; commit; return values and the committed offset."""
     consumer = AIOKafkaConsumer(
         topic,

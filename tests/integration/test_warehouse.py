@@ -13,7 +13,6 @@ import pytest
 from footfall.services.app.bootstrap import BOOTSTRAP_FILE, bootstrap_if_empty, write_bootstrap_file
 from footfall.services.worker.enrich import Enricher
 from footfall.services.worker.store import store_batch
-from footfall.shared.streams import EVENTS
 from footfall.shared.auth import Authenticator, AuthError
 from footfall.shared.config import BootstrapSettings, Env, StoreSettings
 from footfall.shared.credentials import lookup_key
@@ -21,9 +20,10 @@ from footfall.shared.events import Event
 from footfall.shared.events.model import event_dedup_key
 from footfall.shared.metadata import MetadataError, MetadataRepository
 from footfall.shared.schema import apply_migrations
+from footfall.shared.schema.migrate import discover
+from footfall.shared.streams import EVENTS
 from footfall.shared.warehouse import ClickHouseWarehouse
 from footfall.shared.warehouse.dsn import Dsn, DsnError, parse_dsn
-from footfall.shared.schema.migrate import discover
 
 pytestmark = pytest.mark.warehouse
 
@@ -183,7 +183,9 @@ def test_insert_round_trip(clean_warehouse: ClickHouseWarehouse) -> None:
     events = [ev(i) for i in range(5)]
     assert store_batch(EVENTS, clean_warehouse, Enricher(None), events, NOW_MS).dropped == 0
     rows = stored(clean_warehouse)
-    assert [(r[0], r[1], r[2], r[3]) for r in rows] == [(e.insert_id, e.event, e.distinct_id, e.time_ms) for e in events]
+    assert [(r[0], r[1], r[2], r[3]) for r in rows] == [
+        (e.insert_id, e.event, e.distinct_id, e.time_ms) for e in events
+    ]
     assert orjson.loads(rows[0][4]) == events[0].properties
     hashes = clean_warehouse.query("SELECT insert_id, dedup_hash FROM events ORDER BY insert_id")
     assert [h.encode("latin-1") if isinstance(h, str) else h for _, h in hashes] == [event_dedup_key(e) for e in events]

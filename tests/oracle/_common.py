@@ -19,17 +19,18 @@ Interpretations (the lead should align the service with these or change them her
 - Ranking for `limit`: by the measure's total over the whole range (general and average: number of events;
   unique: distinct users over the range), ties broken by ascending key (code-point order).
 """
+
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from tests.factories import MAX_STR, dedupe, time_to_ms   # the one dedupe and time rule (pythonpath = ".")
+from tests.factories import MAX_STR, dedupe, time_to_ms  # the one dedupe and time rule (pythonpath = ".")
 
-EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 LIFTED = ("time", "distinct_id", "$insert_id", "token", "ip")
 UNIT_MS = {"second": 1000, "minute": 60_000, "hour": 3_600_000, "day": 86_400_000, "week": 7 * 86_400_000}
 
@@ -59,8 +60,15 @@ def prepare(raw_events: Iterable[dict]) -> list[Event]:
     for raw in dedupe(list(raw_events)):
         props = raw["properties"]
         stored = {k: _truncate(v) for k, v in props.items() if k not in LIFTED}
-        out.append(Event(raw["event"][:MAX_STR], time_to_ms(props["time"]), str(props["distinct_id"])[:MAX_STR],
-                         str(props["$insert_id"]), stored))
+        out.append(
+            Event(
+                raw["event"][:MAX_STR],
+                time_to_ms(props["time"]),
+                str(props["distinct_id"])[:MAX_STR],
+                str(props["$insert_id"]),
+                stored,
+            )
+        )
     out.sort(key=lambda e: (e.time_ms, e.name, e.distinct_id, e.insert_id))
     return out
 
@@ -103,7 +111,7 @@ def add_units(d: date, unit: str, n: int) -> date:
         return d + timedelta(days=n)
     if unit == "week":
         return d + timedelta(weeks=n)
-    months = d.year * 12 + d.month - 1 + n   # month: d must be a first-of-month
+    months = d.year * 12 + d.month - 1 + n  # month: d must be a first-of-month
     return date(months // 12, months % 12 + 1, 1)
 
 
@@ -127,6 +135,7 @@ def key_of(ms: int, tz: ZoneInfo, unit: str) -> str:
 @dataclass(frozen=True)
 class Timeline:
     """A half-open instant range [start_ms, end_ms) cut into keyed buckets."""
+
     tz: ZoneInfo
     start_ms: int
     end_ms: int
@@ -148,8 +157,10 @@ def timeline(tz: ZoneInfo, first: date, last: date, unit: str = "day", interval_
     start_ms, end_ms = day_start_ms(first, tz), day_start_ms(last + timedelta(days=1), tz)
     if interval_days:
         n = interval_days
+
         def anchored(ms: int) -> str:
             return (first + timedelta(days=(local(ms, tz).date() - first).days // n * n)).isoformat()
+
         series = tuple((first + timedelta(days=i)).isoformat() for i in range(0, (last - first).days + 1, n))
         return Timeline(tz, start_ms, end_ms, series, anchored)
     if unit in ("minute", "hour"):
@@ -166,20 +177,27 @@ def timeline_back_from_now(tz: ZoneInfo, now: datetime, unit: str, n: int) -> Ti
     if unit in ("minute", "hour"):
         size = UNIT_MS[unit]
         dt = local(now_ms, tz)
-        floored = dt.replace(second=0, microsecond=0) if unit == "minute" else dt.replace(minute=0, second=0,
-                                                                                            microsecond=0)
+        floored = (
+            dt.replace(second=0, microsecond=0) if unit == "minute" else dt.replace(minute=0, second=0, microsecond=0)
+        )
         end_ms = to_ms(floored) + size
         start_ms = end_ms - n * size
-        return Timeline(tz, start_ms, end_ms, _series_by_stepping(tz, start_ms, end_ms, unit),
-                        lambda ms: key_of(ms, tz, unit))
+        return Timeline(
+            tz, start_ms, end_ms, _series_by_stepping(tz, start_ms, end_ms, unit), lambda ms: key_of(ms, tz, unit)
+        )
     current = calendar_start(local(now_ms, tz).date(), unit)
     first = add_units(current, unit, -(n - 1))
     last = add_units(current, unit, 1) - timedelta(days=1)
     return timeline(tz, first, last, unit)
 
 
-def dates_timeline(tz: ZoneInfo, params: dict, unit_default: str = "day", now: datetime | None = None,
-                   allow_interval_days: bool = False) -> Timeline:
+def dates_timeline(
+    tz: ZoneInfo,
+    params: dict,
+    unit_default: str = "day",
+    now: datetime | None = None,
+    allow_interval_days: bool = False,
+) -> Timeline:
     unit = params.get("unit") or unit_default
     if params.get("from_date") and params.get("to_date"):
         interval = int(params["interval"]) if allow_interval_days and params.get("interval") else None
@@ -225,4 +243,4 @@ def rank_total(kind: str, evs: list[Event]) -> int:
 
 
 def top_keys(totals: dict[str, float], limit: int) -> list[str]:
-    return sorted(totals, key=lambda k: (-totals[k], k))[:max(limit, 0)]
+    return sorted(totals, key=lambda k: (-totals[k], k))[: max(limit, 0)]

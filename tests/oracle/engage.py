@@ -55,6 +55,7 @@ value too). `params` are the request members as strings. The answer is the whole
   ignored without `filter_by_cohort`; so is `as_of_timestamp` without `behaviors`.
 - Unknown members are ignored.
 """
+
 from __future__ import annotations
 
 import copy
@@ -68,15 +69,20 @@ from zoneinfo import ZoneInfo
 from . import expr
 from ._common import Event, day_start_ms, local, prepare
 
-__all__ = ["engage", "EngageError", "MAX_PAGE_SIZE", "UNCACHED_PAGE_ERROR"]
+__all__ = ["MAX_PAGE_SIZE", "UNCACHED_PAGE_ERROR", "EngageError", "engage"]
 
 MAX_PAGE_SIZE = 1000
 UNCACHED_LIMIT = 1000
 MAX_BEHAVIORS = 50
 UNCACHED_PAGE_ERROR = "request for page in uncached query for params"
 
-_EXCLUSIVE = (("distinct_id", "distinct_ids"), ("where", "selector"), ("behaviors", "filter_by_cohort"),
-              ("filter_by_cohort", "data_group_id"), ("behaviors", "data_group_id"))
+_EXCLUSIVE = (
+    ("distinct_id", "distinct_ids"),
+    ("where", "selector"),
+    ("behaviors", "filter_by_cohort"),
+    ("filter_by_cohort", "data_group_id"),
+    ("behaviors", "data_group_id"),
+)
 _WINDOW = re.compile(r"([1-9][0-9]*)d")
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 
@@ -99,7 +105,7 @@ class EngageError(Exception):
 class _Behavior:
     name: str
     days: int
-    selectors: tuple[tuple[str, str | None], ...]   # (event name, event expression or None)
+    selectors: tuple[tuple[str, str | None], ...]  # (event name, event expression or None)
 
 
 # ------------------------------------------------------------------------------------------ parameters
@@ -256,8 +262,9 @@ def _event_matches(behavior: _Behavior, event: Event) -> bool:
     return any(event.name == name and expr.where_matches(selector, event) for name, selector in behavior.selectors)
 
 
-def _behavior_counts(behaviors: list[_Behavior], events: Iterable[dict], ids: Iterable[str], now_ms: int,
-                     tz: str) -> dict[str, dict[str, int]]:
+def _behavior_counts(
+    behaviors: list[_Behavior], events: Iterable[dict], ids: Iterable[str], now_ms: int, tz: str
+) -> dict[str, dict[str, int]]:
     """Per id: behaviour name -> number of matching deduplicated events in the behaviour's window."""
     zone = ZoneInfo(tz)
     today = local(now_ms, zone).date()
@@ -294,8 +301,9 @@ def _collection(source: Mapping[tuple, object], project_id: int, group_key: str 
     return {pid: _properties_of(p) for (proj, gk, pid), p in source.items() if proj == project_id and gk == group_key}
 
 
-def _cohort_rows(params: Mapping[str, object], rows: dict[str, dict],
-                 cohorts: Mapping[int, Iterable[str]] | None) -> dict[str, dict | None] | None:
+def _cohort_rows(
+    params: Mapping[str, object], rows: dict[str, dict], cohorts: Mapping[int, Iterable[str]] | None
+) -> dict[str, dict | None] | None:
     """Cohort members -> their properties (None without a profile); None when there is no filter_by_cohort."""
     spec = _json(params, "filter_by_cohort")
     if spec is None:
@@ -318,10 +326,18 @@ def _result(distinct_id: str, props: dict | None, output: list[str] | None) -> d
     return {"$distinct_id": distinct_id, "$properties": copy.deepcopy(shown)}
 
 
-def _answer(profiles: Mapping[tuple, object], params: Mapping[str, object], *, project_id: int,
-            events: Iterable[dict] | None, now_ms: int | None, page_snapshot: Mapping[tuple, object] | None,
-            group_keys: Mapping[object, str] | None, cohorts: Mapping[int, Iterable[str]] | None,
-            tz: str) -> dict:
+def _answer(
+    profiles: Mapping[tuple, object],
+    params: Mapping[str, object],
+    *,
+    project_id: int,
+    events: Iterable[dict] | None,
+    now_ms: int | None,
+    page_snapshot: Mapping[tuple, object] | None,
+    group_keys: Mapping[object, str] | None,
+    cohorts: Mapping[int, Iterable[str]] | None,
+    tz: str,
+) -> dict:
     _check_exclusive(params)
     page, page_size = _paging(params)
     group_key = _group_key(params, group_keys)
@@ -337,23 +353,48 @@ def _answer(profiles: Mapping[tuple, object], params: Mapping[str, object], *, p
     counts: dict[str, dict[str, int]] = {}
     if behaviors is not None:
         counts = _behavior_counts(behaviors, events or [], candidates, _as_of_ms(params, now_ms), tz)
-    matched = sorted(i for i, p in candidates.items()
-                     if expr.profile_where_matches(where, p or {}, counts.get(i)))
-    if behaviors is not None and _member(params, "as_of_timestamp") is None and page > 0 \
-            and len(matched) > UNCACHED_LIMIT:
+    matched = sorted(i for i, p in candidates.items() if expr.profile_where_matches(where, p or {}, counts.get(i)))
+    if (
+        behaviors is not None
+        and _member(params, "as_of_timestamp") is None
+        and page > 0
+        and len(matched) > UNCACHED_LIMIT
+    ):
         raise EngageError(UNCACHED_PAGE_ERROR)
-    chunk = matched[page * page_size:(page + 1) * page_size]
-    return {"page": page, "page_size": page_size, "results": [_result(i, candidates[i], output) for i in chunk],
-            "status": "ok", "total": len(matched)}
+    chunk = matched[page * page_size : (page + 1) * page_size]
+    return {
+        "page": page,
+        "page_size": page_size,
+        "results": [_result(i, candidates[i], output) for i in chunk],
+        "status": "ok",
+        "total": len(matched),
+    }
 
 
-def engage(profiles: Mapping[tuple, object], params: Mapping[str, object], *, project_id: int,
-           events: Iterable[dict] | None = None, now_ms: int | None = None,
-           page_snapshot: Mapping[tuple, object] | None = None, group_keys: Mapping[object, str] | None = None,
-           cohorts: Mapping[int, Iterable[str]] | None = None, tz: str = "UTC") -> dict | EngageError:
+def engage(
+    profiles: Mapping[tuple, object],
+    params: Mapping[str, object],
+    *,
+    project_id: int,
+    events: Iterable[dict] | None = None,
+    now_ms: int | None = None,
+    page_snapshot: Mapping[tuple, object] | None = None,
+    group_keys: Mapping[object, str] | None = None,
+    cohorts: Mapping[int, Iterable[str]] | None = None,
+    tz: str = "UTC",
+) -> dict | EngageError:
     """The /engage answer without `session_id`, or the EngageError the server must answer with a 400."""
     try:
-        return _answer(profiles, params, project_id=project_id, events=events, now_ms=now_ms,
-                       page_snapshot=page_snapshot, group_keys=group_keys, cohorts=cohorts, tz=tz)
+        return _answer(
+            profiles,
+            params,
+            project_id=project_id,
+            events=events,
+            now_ms=now_ms,
+            page_snapshot=page_snapshot,
+            group_keys=group_keys,
+            cohorts=cohorts,
+            tz=tz,
+        )
     except EngageError as exc:
         return exc

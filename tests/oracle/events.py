@@ -17,6 +17,7 @@ Interpretations:
   descending code-point order (decisions.md). Names whose measure is 0 (e.g. unique with only anonymous
   events) still count as seen.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -24,7 +25,7 @@ from datetime import datetime, timedelta
 
 from ._common import Event, dates_timeline, day_start_ms, json_list, local, measure, prepare, to_ms, zone
 
-__all__ = ["events", "top", "names", "last_31_days"]
+__all__ = ["events", "last_31_days", "names", "top"]
 
 
 def events(raw_events: list[dict], tz, params: dict, now: datetime | None = None) -> dict:
@@ -67,7 +68,7 @@ def top(raw_events: list[dict], tz, params: dict, now: datetime) -> dict:
         change = (amount - before) / before if before else 1.0
         rows.append({"amount": amount, "event": name, "percent_change": float(change)})
     rows.sort(key=lambda r: (-r["amount"], r["event"]))
-    return {"events": rows[:int(params.get("limit") or 100)], "type": kind}
+    return {"events": rows[: int(params.get("limit") or 100)], "type": kind}
 
 
 def last_31_days(tz, now: datetime) -> tuple[int, int]:
@@ -82,5 +83,5 @@ def names(raw_events: list[dict], tz, params: dict, now: datetime) -> list[str]:
     start_ms, end_ms = last_31_days(tz, now)
     by_name = _window(prepare(raw_events), start_ms, end_ms)
     volume = {n: measure(kind, evs) for n, evs in by_name.items()}
-    chosen = sorted(volume, key=lambda n: (-volume[n], n))[:int(params.get("limit") or 255)]
+    chosen = sorted(volume, key=lambda n: (-volume[n], n))[: int(params.get("limit") or 255)]
     return sorted(chosen, reverse=True)

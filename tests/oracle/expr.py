@@ -54,13 +54,14 @@ every case); this module shares no code with it.
 - Segment keys (`on_keys`): the value's string() form; a list yields one key per element (deduplicated, in
   order), elements that are null/lists/objects yield nothing; undefined, null and objects yield no key.
 """
+
 from __future__ import annotations
 
 import json
 import math
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from functools import lru_cache
 from typing import TYPE_CHECKING
@@ -68,9 +69,22 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ._common import Event
 
-__all__ = ["UNDEFINED", "DateTime", "ExprError", "evaluate", "where_matches", "on_keys", "as_number",
-           "segment_keys", "to_string", "parse",
-           "parse_profile", "evaluate_profile", "profile_where_matches", "behavior_names"]
+__all__ = [
+    "UNDEFINED",
+    "DateTime",
+    "ExprError",
+    "as_number",
+    "behavior_names",
+    "evaluate",
+    "evaluate_profile",
+    "on_keys",
+    "parse",
+    "parse_profile",
+    "profile_where_matches",
+    "segment_keys",
+    "to_string",
+    "where_matches",
+]
 
 MAX_LENGTH = 4096
 
@@ -92,24 +106,32 @@ class DateTime:
     epoch: float  # seconds since the epoch, UTC
 
 
-EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-MIN_EPOCH = (datetime(1900, 1, 1, tzinfo=timezone.utc) - EPOCH).total_seconds()   # inclusive
-MAX_EPOCH = (datetime(2300, 1, 1, tzinfo=timezone.utc) - EPOCH).total_seconds()   # exclusive
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+MIN_EPOCH = (datetime(1900, 1, 1, tzinfo=UTC) - EPOCH).total_seconds()  # inclusive
+MAX_EPOCH = (datetime(2300, 1, 1, tzinfo=UTC) - EPOCH).total_seconds()  # exclusive
 
 
 # ------------------------------------------------------------------------------------------------ lexer
-_TOKEN = re.compile(r"""
+_TOKEN = re.compile(
+    r"""
     (?P<ws>\s+)
   | (?P<num>(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)
   | (?P<str>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')
   | (?P<name>[A-Za-z_$][A-Za-z0-9_$]*)
   | (?P<op>==|!=|>=|<=|[-+*/%<>()\[\],])
-""", re.VERBOSE | re.DOTALL)
+""",
+    re.VERBOSE | re.DOTALL,
+)
+
 
 def _unquote(tok: str) -> str:
     """JSON escapes plus \\' for both quote styles (the body is rewritten to a JSON string body first)."""
-    body = re.sub(r'\\(.)|"', lambda m: '\\"' if m.group(1) is None else
-                  ("'" if m.group(1) == "'" else m.group(0)), tok[1:-1], flags=re.DOTALL)
+    body = re.sub(
+        r'\\(.)|"',
+        lambda m: '\\"' if m.group(1) is None else ("'" if m.group(1) == "'" else m.group(0)),
+        tok[1:-1],
+        flags=re.DOTALL,
+    )
     try:
         return json.loads(f'"{body}"', strict=False)
     except ValueError as exc:
@@ -146,11 +168,28 @@ _ACCESSORS = {"properties", "user", "event", "behaviors"}
 # Keys that read the event's own fields instead of its stored properties: accessor -> key -> field.
 _COLUMNS = {
     "properties": {"time": "time", "distinct_id": "distinct_id", "$insert_id": "insert_id"},
-    "event": {"time": "time", "$time": "time", "distinct_id": "distinct_id", "$distinct_id": "distinct_id",
-              "$insert_id": "insert_id"},
+    "event": {
+        "time": "time",
+        "$time": "time",
+        "distinct_id": "distinct_id",
+        "$distinct_id": "distinct_id",
+        "$insert_id": "insert_id",
+    },
 }
-_FUNCS = {"defined": 1, "number": 1, "string": 1, "boolean": 1, "datetime": 1, "floor": 1, "round": 1,
-          "ceil": 1, "has_prefix": 2, "has_suffix": 2, "lower": 1, "upper": 1}
+_FUNCS = {
+    "defined": 1,
+    "number": 1,
+    "string": 1,
+    "boolean": 1,
+    "datetime": 1,
+    "floor": 1,
+    "round": 1,
+    "ceil": 1,
+    "has_prefix": 2,
+    "has_suffix": 2,
+    "lower": 1,
+    "upper": 1,
+}
 _CMP = {"==", "!=", ">", ">=", "<", "<="}
 
 
@@ -197,7 +236,7 @@ class _Parser:
             return ("not", self.not_expr())
         return self.cmp_expr()
 
-    def cmp_expr(self) -> tuple:   # non-associative: at most one comparison
+    def cmp_expr(self) -> tuple:  # non-associative: at most one comparison
         node = self.add_expr()
         kind, v = self.peek()
         if (kind == "op" and v in _CMP) or (kind, v) == ("name", "in"):
@@ -287,7 +326,7 @@ _SCALARS = frozenset({"null", "boolean", "number", "string", "datetime"})
 def _kinds(node: tuple) -> frozenset[str]:
     """The types the node can evaluate to, over all events; raises ExprError on the static errors."""
     kind = node[0]
-    if kind == "behavior":                           # profile expressions only: a behaviour count
+    if kind == "behavior":  # profile expressions only: a behaviour count
         return frozenset({"number"})
     if kind == "lit":
         return frozenset({_type(node[1])})
@@ -322,7 +361,7 @@ def _kinds(node: tuple) -> frozenset[str]:
     for x in ka:
         for y in kb:
             if x == y == "number":
-                out |= {"number", "undefined"}        # the result may overflow
+                out |= {"number", "undefined"}  # the result may overflow
             else:
                 out.add("string" if op == "+" and x == y == "string" else "undefined")
     return frozenset(out)
@@ -403,7 +442,7 @@ def _eq(a: object, b: object) -> bool:
     if ta != tb:
         return False
     if ta == "list":
-        return len(a) == len(b) and all(_eq(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_eq(x, y) for x, y in zip(a, b, strict=False))
     if ta == "object":
         return _json_text(a) == _json_text(b)
     if ta == "number":
@@ -430,12 +469,11 @@ def _parse_iso(s: str) -> DateTime | None:
             return None
         offset = (oh * 60 + om) * 60 * (-1 if zone[0] == "-" else 1)
     try:
-        dt = datetime(int(year), int(month), int(day), int(hour or 0), int(minute or 0), int(second or 0),
-                      tzinfo=timezone.utc)
+        dt = datetime(int(year), int(month), int(day), int(hour or 0), int(minute or 0), int(second or 0), tzinfo=UTC)
     except ValueError:
         return None
     whole = (dt - EPOCH) // timedelta(seconds=1) - offset
-    return _in_range(whole + int((fraction or "").ljust(3, "0")[:3]) / 1000)   # kept to the millisecond
+    return _in_range(whole + int((fraction or "").ljust(3, "0")[:3]) / 1000)  # kept to the millisecond
 
 
 def _ordered(a: object, b: object) -> tuple[object, object] | None:
@@ -473,12 +511,12 @@ def _number_text(x: int | float) -> str:
     """JavaScript's Number#toString for a finite double (ECMA-262 Number::toString, radix 10)."""
     x = _float(x)
     if x == 0:
-        return "0"                                   # also -0
+        return "0"  # also -0
     if x < 0:
         return "-" + _number_text(-x)
-    _, digit_tuple, exp = Decimal(repr(x)).normalize().as_tuple()   # repr = the shortest round-trip digits
+    _, digit_tuple, exp = Decimal(repr(x)).normalize().as_tuple()  # repr = the shortest round-trip digits
     digits = "".join(map(str, digit_tuple))
-    k, n = len(digits), exp + len(digits)            # x = 0.<digits> * 10**n
+    k, n = len(digits), exp + len(digits)  # x = 0.<digits> * 10**n
     if k <= n <= 21:
         return digits + "0" * (n - k)
     if 0 < n <= 21:
@@ -498,13 +536,12 @@ def to_string(v: object) -> object:
     if t == "boolean":
         return "true" if v else "false"
     if t == "datetime":
-        return (EPOCH + timedelta(seconds=math.floor(v.epoch))).strftime("%Y-%m-%dT%H:%M:%S")   # truncated
+        return (EPOCH + timedelta(seconds=math.floor(v.epoch))).strftime("%Y-%m-%dT%H:%M:%S")  # truncated
     return UNDEFINED
 
 
 def to_boolean(v: object) -> bool:
-    return not (v is UNDEFINED or v is None or v is False or v == "" or v == "false"
-                or (_num(v) and _float(v) == 0))
+    return not (v is UNDEFINED or v is None or v is False or v == "" or v == "false" or (_num(v) and _float(v) == 0))
 
 
 def _datetime(v: object) -> object:
@@ -530,9 +567,18 @@ def _arith(op: str, a: object, b: object) -> object:
         return UNDEFINED
     x, y = _float(a), _float(b)
     try:
-        r = x + y if op == "+" else x - y if op == "-" else x * y if op == "*" else x / y if op == "/" \
+        r = (
+            x + y
+            if op == "+"
+            else x - y
+            if op == "-"
+            else x * y
+            if op == "*"
+            else x / y
+            if op == "/"
             else math.fmod(x, y)
-    except (ZeroDivisionError, ValueError):          # x / 0, x % 0
+        )
+    except (ZeroDivisionError, ValueError):  # x / 0, x % 0
         return UNDEFINED
     return r if math.isfinite(r) else UNDEFINED
 
@@ -594,14 +640,16 @@ def _eval(node: tuple, event: Event) -> object:
     kind = node[0]
     if kind == "lit":
         return node[1]
-    if kind == "list":                               # a list is JSON: undefined -> null, datetime -> its text
-        return [None if v is UNDEFINED else to_string(v) if isinstance(v, DateTime) else v
-                for v in (_eval(n, event) for n in node[1])]
+    if kind == "list":  # a list is JSON: undefined -> null, datetime -> its text
+        return [
+            None if v is UNDEFINED else to_string(v) if isinstance(v, DateTime) else v
+            for v in (_eval(n, event) for n in node[1])
+        ]
     if kind == "get":
         return event.properties.get(node[1], UNDEFINED)
     if kind == "field":
         return _field(event, node[1])
-    if kind == "behavior":                           # profile expressions only (_ProfileRow)
+    if kind == "behavior":  # profile expressions only (_ProfileRow)
         return event.behaviors.get(node[1], 0)
     if kind == "call":
         return _call(node[1], [_eval(n, event) for n in node[2]])
@@ -612,7 +660,7 @@ def _eval(node: tuple, event: Event) -> object:
         v = _eval(node[1], event)
         return True if v is UNDEFINED else (not v) if isinstance(v, bool) else UNDEFINED
     op = node[1]
-    if op in ("and", "or"):                          # only boolean true counts as true
+    if op in ("and", "or"):  # only boolean true counts as true
         a, b = _eval(node[2], event) is True, _eval(node[3], event) is True
         return (a and b) if op == "and" else (a or b)
     return _binary(op, _eval(node[2], event), _eval(node[3], event))
@@ -680,6 +728,7 @@ class _ProfileParser(_Parser):
 @dataclass(frozen=True)
 class _ProfileRow:
     """What _eval reads for a profile: `.properties` (the `get` nodes) and `.behaviors` (name -> count)."""
+
     properties: dict
     behaviors: dict
 

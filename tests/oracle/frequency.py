@@ -15,6 +15,7 @@ Interpretations:
   {"$overall": [...], "<key>": [...], ...}; keys ranked by distinct users having the key in any period
   (ties by key), top `limit` (default 255), every kept key in every period.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -48,7 +49,7 @@ def frequency(events: list[dict], tz, params: dict, now: datetime | None = None)
         slot = offset * 24 + dt.hour if per_hour else offset
         key = start.isoformat()
         slots[(key, None)][e.distinct_id].add(slot)
-        for seg in (on_keys(on, e) if on else []):
+        for seg in on_keys(on, e) if on else []:
             slots[(key, seg)][e.distinct_id].add(slot)
             seg_users[seg].add(e.distinct_id)
 
@@ -61,4 +62,3 @@ def frequency(events: list[dict], tz, params: dict, now: datetime | None = None)
         return {"data": {p.isoformat(): row(p, None) for p in periods}}
     keep = top_keys({s: len(u) for s, u in seg_users.items()}, int(params.get("limit") or 255))
     return {"data": {p.isoformat(): {"$overall": row(p, None), **{s: row(p, s) for s in keep}} for p in periods}}
-

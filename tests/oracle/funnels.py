@@ -32,17 +32,18 @@ $overall. Segments ranked by the number of entries (users x buckets) over the wh
 top `limit` (default 255). With `on`, data[date] = {"$overall": [steps], "<key>": [steps], ...} with every
 kept key present in every date (zero counts where empty) and no `analysis`.
 """
+
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from datetime import datetime
 from fractions import Fraction
-import math
 
 from ._common import UNIT_MS, Event, dates_timeline, prepare, top_keys, zone
 from .expr import on_keys, where_matches
 
-__all__ = ["funnels", "run_attempt", "step_rows", "GRACE_MS"]
+__all__ = ["GRACE_MS", "funnels", "run_attempt", "step_rows"]
 
 GRACE_MS = 2000
 
@@ -104,20 +105,25 @@ def step_rows(steps: list[dict], attempts: list[list[int]]) -> list[dict]:
 def _analysis(rows: list[dict]) -> dict:
     later = range(1, len(rows))
     worst = min(later, key=lambda i: (rows[i]["step_conv_ratio"], i)) if len(rows) > 1 else 0
-    return {"completion": rows[-1]["count"], "starting_amount": rows[0]["count"], "steps": len(rows),
-            "worst": worst}
+    return {"completion": rows[-1]["count"], "starting_amount": rows[0]["count"], "steps": len(rows), "worst": worst}
 
 
 def funnels(events: list[dict], tz, params: dict, funnel: dict, now: datetime | None = None) -> dict:
     tz = zone(tz)
     steps = funnel["steps"]
-    window_ms = int(params.get("length") or funnel["length"]) * UNIT_MS[params.get("length_unit")
-                                                                       or funnel["length_unit"]]
+    window_ms = (
+        int(params.get("length") or funnel["length"]) * UNIT_MS[params.get("length_unit") or funnel["length_unit"]]
+    )
     if params.get("unit"):
         tl = dates_timeline(tz, {**params, "interval": None}, "day", now)
     else:
-        tl = dates_timeline(tz, {**params, "unit": "day", "interval": params.get("interval") or "1"}, "day", now,
-                            allow_interval_days=True)
+        tl = dates_timeline(
+            tz,
+            {**params, "unit": "day", "interval": params.get("interval") or "1"},
+            "day",
+            now,
+            allow_interval_days=True,
+        )
     where, on = params.get("where"), params.get("on")
 
     by_user: dict[str, list[Event]] = defaultdict(list)

@@ -84,34 +84,65 @@ Application (apply). Decisions:
    hook's properties after its operation, except keys the operation itself names (explicit values win);
    strings truncated like values. The request IP (`ip=1`) is not modelled: put it in `$ip` to model it.
 """
+
 from __future__ import annotations
 
 import copy
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
-__all__ = ["ProfileKey", "Update", "Invalid", "Profile", "State", "parse_update", "parse_batch", "apply",
-           "last_seen_text", "USER_OPS", "GROUP_OPS"]
+__all__ = [
+    "GROUP_OPS",
+    "USER_OPS",
+    "Invalid",
+    "Profile",
+    "ProfileKey",
+    "State",
+    "Update",
+    "apply",
+    "last_seen_text",
+    "parse_batch",
+    "parse_update",
+]
 
 ProfileKey = tuple[int, "str | None", str]
 
-MAX_STR = 255          # strings are truncated to this many characters
-MAX_KEYS = 255         # objects (and profiles) hold fewer than this many keys
-MAX_ITEMS = 255        # arrays hold fewer than this many elements
-MAX_DEPTH = 3          # path segments below the property
-MIN_TIME_MS = 31_536_000_000       # 1971-01-01T00:00:00Z
+MAX_STR = 255  # strings are truncated to this many characters
+MAX_KEYS = 255  # objects (and profiles) hold fewer than this many keys
+MAX_ITEMS = 255  # arrays hold fewer than this many elements
+MAX_DEPTH = 3  # path segments below the property
+MIN_TIME_MS = 31_536_000_000  # 1971-01-01T00:00:00Z
 MAX_AHEAD_MS = 3_600_000
 LAST_SEEN = "$last_seen"
-EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 USER_OPS = ("$set", "$set_once", "$add", "$union", "$append", "$remove", "$unset", "$delete")
 GROUP_OPS = ("$set", "$set_once", "$unset", "$remove", "$union", "$delete")
 OBJECT_OPS = frozenset({"$set", "$set_once", "$add", "$union", "$append", "$remove"})
-RESERVED_IDS = frozenset({"00000000-0000-0000-0000-000000000000", "anon", "anonymous", "nil", "none", "null",
-                          "n/a", "na", "undefined", "unknown", "<nil>", "0", "-1", "true", "false", "[]", "{}"})
+RESERVED_IDS = frozenset(
+    {
+        "00000000-0000-0000-0000-000000000000",
+        "anon",
+        "anonymous",
+        "nil",
+        "none",
+        "null",
+        "n/a",
+        "na",
+        "undefined",
+        "unknown",
+        "<nil>",
+        "0",
+        "-1",
+        "true",
+        "false",
+        "[]",
+        "{}",
+    }
+)
 
 GeoHook = Callable[[str], dict]
 
@@ -121,7 +152,8 @@ GeoHook = Callable[[str], dict]
 class Invalid:
     """A rejected update object. `reason` is one of: malformed, token, distinct_id, group, operation, value,
     too_many_properties, nested_keys, array_len, depth, utf8, time, flag, ip. `seq` = the caller's position."""
-    field: str             # e.g. "$distinct_id", "$add.score", "$set.a.b" ("" = the object itself)
+
+    field: str  # e.g. "$distinct_id", "$add.score", "$set.a.b" ("" = the object itself)
     message: str
     reason: str = ""
     seq: int = -1
@@ -129,12 +161,12 @@ class Invalid:
 
 @dataclass(frozen=True)
 class Update:
-    seq: int                   # arrival order (the batch position across the whole test)
+    seq: int  # arrival order (the batch position across the whole test)
     project_id: int
-    group_key: str | None      # None for user profiles
-    profile_id: str            # distinct_id or group_id
+    group_key: str | None  # None for user profiles
+    profile_id: str  # distinct_id or group_id
     op: str
-    value: object              # normalised (strings truncated); `$unset`: list of names
+    value: object  # normalised (strings truncated); `$unset`: list of names
     time_ms: int
     ignore_time: bool = False
     ignore_alias: bool = False
@@ -158,9 +190,9 @@ class Profile:
 @dataclass
 class State:
     profiles: dict[ProfileKey, Profile] = field(default_factory=dict)
-    clashes: list[int] = field(default_factory=list)      # seq of updates rejected for a type clash
-    over_limit: list[int] = field(default_factory=list)   # seq of updates rejected by the profile limits
-    duplicates: list[int] = field(default_factory=list)   # seq of ignored replays
+    clashes: list[int] = field(default_factory=list)  # seq of updates rejected for a type clash
+    over_limit: list[int] = field(default_factory=list)  # seq of updates rejected by the profile limits
+    duplicates: list[int] = field(default_factory=list)  # seq of ignored replays
 
     @property
     def rejected(self) -> list[int]:
@@ -223,13 +255,11 @@ def _check_value(v: object, path: str, segments: int = 1) -> None:
         raise _Reject(path, f"'{path}' is invalid: string should be valid utf8", "utf8")
     if isinstance(v, dict):
         if len(v) >= MAX_KEYS:
-            raise _Reject(path, f"'{path}' has {len(v)} keys; nested objects hold fewer than {MAX_KEYS}",
-                          "nested_keys")
+            raise _Reject(path, f"'{path}' has {len(v)} keys; nested objects hold fewer than {MAX_KEYS}", "nested_keys")
         children = [(f"{path}.{k}", k, x) for k, x in v.items()]
     elif isinstance(v, list):
         if len(v) >= MAX_ITEMS:
-            raise _Reject(path, f"'{path}' has {len(v)} elements; arrays hold fewer than {MAX_ITEMS}",
-                          "array_len")
+            raise _Reject(path, f"'{path}' has {len(v)} elements; arrays hold fewer than {MAX_ITEMS}", "array_len")
         children = [(f"{path}[{i}]", None, x) for i, x in enumerate(v)]
     else:
         return
@@ -281,8 +311,7 @@ def _read_op(raw: dict, kind: str) -> str:
     present = [op for op in USER_OPS if op in raw]
     for op in present:
         if op not in allowed:
-            raise _Reject(op, f"'{op}' is not allowed in a group update (allowed: {', '.join(allowed)})",
-                          "operation")
+            raise _Reject(op, f"'{op}' is not allowed in a group update (allowed: {', '.join(allowed)})", "operation")
     if len(present) != 1:
         found = ", ".join(present) or "none"
         raise _Reject("", f"exactly one operation per update ({', '.join(allowed)}); found {found}", "operation")
@@ -293,8 +322,9 @@ def _read_object_value(op: str, value: object) -> dict:
     if not isinstance(value, dict):
         raise _Reject(op, f"'{op}' takes an object of property names to values", "value")
     if len(value) >= MAX_KEYS:
-        raise _Reject(op, f"'{op}' has {len(value)} properties; an update holds fewer than {MAX_KEYS}",
-                      "too_many_properties")
+        raise _Reject(
+            op, f"'{op}' has {len(value)} properties; an update holds fewer than {MAX_KEYS}", "too_many_properties"
+        )
     for key, item in value.items():
         path = f"{op}.{key}"
         if not _utf8_ok(key):
@@ -325,7 +355,7 @@ def _read_value(op: str, value: object) -> object:
         return _read_object_value(op, value)
     if op == "$unset":
         return _read_unset(value)
-    return _truncate(value)                                  # $delete: any value
+    return _truncate(value)  # $delete: any value
 
 
 def _read_time(raw: dict, received_ms: int) -> int:
@@ -339,8 +369,7 @@ def _read_time(raw: dict, received_ms: int) -> int:
     if ms < MIN_TIME_MS:
         raise _Reject("$time", f"'$time' is invalid: before 1971-01-01 ({value!r})", "time")
     if ms > received_ms + MAX_AHEAD_MS:
-        raise _Reject("$time", f"'$time' is invalid: more than 1 hour ahead of the server clock ({value!r})",
-                      "time")
+        raise _Reject("$time", f"'$time' is invalid: more than 1 hour ahead of the server clock ({value!r})", "time")
     return ms
 
 
@@ -382,11 +411,14 @@ def parse_update(raw: object, *, received_ms: int, kind: str, seq: int, project_
     return Update(seq, project_id, group_key, profile_id, op, value, time_ms, ignore_time, ignore_alias, ip)
 
 
-def parse_batch(raws: Iterable[object], *, received_ms: int, kind: str, first_seq: int = 0,
-                project_id: int = 1) -> list[Update | Invalid]:
+def parse_batch(
+    raws: Iterable[object], *, received_ms: int, kind: str, first_seq: int = 0, project_id: int = 1
+) -> list[Update | Invalid]:
     """parse_update for each object of one request, numbered first_seq, first_seq + 1, ..."""
-    return [parse_update(raw, received_ms=received_ms, kind=kind, seq=first_seq + i, project_id=project_id)
-            for i, raw in enumerate(raws)]
+    return [
+        parse_update(raw, received_ms=received_ms, kind=kind, seq=first_seq + i, project_id=project_id)
+        for i, raw in enumerate(raws)
+    ]
 
 
 # -------------------------------------------------------------------------------------------- operations
@@ -440,7 +472,7 @@ def _op_union(props: dict, value: dict) -> None:
 
 def _op_append(props: dict, value: dict) -> None:
     for k, item in value.items():
-        props[k] = list(_existing_list(props, k) or []) + [copy.deepcopy(item)]
+        props[k] = [*list(_existing_list(props, k) or []), copy.deepcopy(item)]
 
 
 def _op_remove(props: dict, value: dict) -> None:
@@ -456,14 +488,19 @@ def _op_unset(props: dict, names: list[str]) -> None:
 
 
 _OPS: dict[str, Callable[[dict, object], None]] = {
-    "$set": _op_set, "$set_once": _op_set_once, "$add": _op_add, "$union": _op_union,  # type: ignore[dict-item]
-    "$append": _op_append, "$remove": _op_remove, "$unset": _op_unset,                 # type: ignore[dict-item]
+    "$set": _op_set,
+    "$set_once": _op_set_once,
+    "$add": _op_add,
+    "$union": _op_union,  # type: ignore[dict-item]
+    "$append": _op_append,
+    "$remove": _op_remove,
+    "$unset": _op_unset,  # type: ignore[dict-item]
 }
 
 
 def _named_keys(update: Update) -> set[str]:
     if update.op == "$unset":
-        return set(update.value)           # type: ignore[arg-type]
+        return set(update.value)  # type: ignore[arg-type]
     return set(update.value) if isinstance(update.value, dict) else set()
 
 

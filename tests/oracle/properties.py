@@ -16,6 +16,7 @@ Interpretations:
   segment keys of the property (as above), ranked by the number of events carrying them, ties by value
   ascending; top `limit` (default 255).
 """
+
 from __future__ import annotations
 
 from collections import Counter, defaultdict

@@ -25,16 +25,16 @@ Interpretations:
   `limit` (default 255). Shape: {date: {"$overall": {"first", "counts"}, "<key>": {...}, ...}}, every kept
   key present in every date.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
 from datetime import datetime
 
-from ._common import (UNIT_MS, Event, add_months, dates_timeline, flag, local, prepare, to_ms, top_keys,
-                      zone)
+from ._common import UNIT_MS, Event, add_months, dates_timeline, flag, local, prepare, to_ms, top_keys, zone
 from .expr import on_keys, where_matches
 
-__all__ = ["retention", "bucket_index"]
+__all__ = ["bucket_index", "retention"]
 
 
 def bucket_index(anchor_ms: int, t_ms: int, unit: str, interval: int, tz) -> int:
@@ -69,8 +69,7 @@ def retention(events: list[dict], tz, params: dict, now: datetime | None = None)
     for uid in sorted(by_user):
         evs = by_user[uid]
         if (params.get("retention_type") or "birth") == "birth":
-            born = [e for e in evs if e.name == params["born_event"]
-                    and where_matches(params.get("born_where"), e)]
+            born = [e for e in evs if e.name == params["born_event"] and where_matches(params.get("born_where"), e)]
             anchors = born[:1]
         else:
             firsts: dict[str, Event] = {}
@@ -96,7 +95,7 @@ def retention(events: list[dict], tz, params: dict, now: datetime | None = None)
                 if i >= n_buckets:
                     continue
                 hits[(key, None)][i].add(uid)
-                for seg in (on_keys(on, r) if on else []):
+                for seg in on_keys(on, r) if on else []:
                     hits[(key, seg)][i].add(uid)
                     seg_users[seg].add(uid)
 

@@ -23,6 +23,7 @@ Interpretations (beyond _common's):
   buckets without events are 0.0. No `computed_at` (the interface lists only results and status).
 - sum/average `unit` is hour or day (default day); other units are accepted too.
 """
+
 from __future__ import annotations
 
 import math
@@ -35,7 +36,7 @@ from fractions import Fraction
 from ._common import Event, dates_timeline, measure, prepare, rank_total, top_keys, zone
 from .expr import as_number, on_keys, where_matches
 
-__all__ = ["segmentation", "numeric", "sum_", "average", "nice_width", "bucket_labels"]
+__all__ = ["average", "bucket_labels", "nice_width", "numeric", "segmentation", "sum_"]
 
 
 def _selected(events: list[dict], tz, params: dict, now, allow_interval_days: bool = False):
@@ -56,7 +57,7 @@ def segmentation(events: list[dict], tz, params: dict, now: datetime | None = No
     on = params.get("on")
     cells: dict[str, dict[str, list[Event]]] = defaultdict(lambda: defaultdict(list))
     for key, e in picked:
-        for seg in (on_keys(on, e) if on else [params["event"]]):
+        for seg in on_keys(on, e) if on else [params["event"]]:
             cells[seg][key].append(e)
     if on:
         totals = {seg: rank_total(kind, [e for evs in by_key.values() for e in evs]) for seg, by_key in cells.items()}
@@ -86,7 +87,7 @@ def nice_width(raw: Fraction) -> Fraction:
 
 def _decimals(w: Fraction) -> int:
     d = 0
-    while (w * 10 ** d).denominator != 1:
+    while (w * 10**d).denominator != 1:
         d += 1
     return d
 
@@ -141,8 +142,11 @@ def _per_bucket(events: list[dict], tz, params: dict, now) -> tuple[tuple[str, .
 
 def sum_(events: list[dict], tz, params: dict, now: datetime | None = None) -> dict:
     series, per = _per_bucket(events, tz, params, now)
-    return {"status": "ok", "computed_at": now.isoformat() if now else "",
-            "results": {k: math.fsum(per[k]) for k in series}}
+    return {
+        "status": "ok",
+        "computed_at": now.isoformat() if now else "",
+        "results": {k: math.fsum(per[k]) for k in series},
+    }
 
 
 def average(events: list[dict], tz, params: dict, now: datetime | None = None) -> dict:

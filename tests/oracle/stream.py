@@ -11,6 +11,7 @@ Interpretations:
   truncated, `token`/`ip` gone) plus "time" (epoch SECONDS, int, ms truncated), "distinct_id" and
   "$insert_id" (the normalised values).
 """
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -24,9 +25,8 @@ def stream(events: list[dict], tz, params: dict, now: datetime | None = None) ->
     wanted = {str(i) for i in json_list(params["distinct_ids"])}
     tl = dates_timeline(zone(tz), {**params, "unit": "day", "interval": None}, "day", now)
     out = []
-    for e in prepare(events):   # already sorted by (time, name, distinct_id, insert_id)
+    for e in prepare(events):  # already sorted by (time, name, distinct_id, insert_id)
         if e.distinct_id in wanted and tl.key(e.time_ms) is not None:
-            props = {**e.properties, "time": e.time_ms // 1000, "distinct_id": e.distinct_id,
-                     "$insert_id": e.insert_id}
+            props = {**e.properties, "time": e.time_ms // 1000, "distinct_id": e.distinct_id, "$insert_id": e.insert_id}
             out.append({"event": e.name, "properties": props})
     return {"status": "ok", "results": {"events": out}}

@@ -2,12 +2,13 @@
 
 Pure: no IO, no markers.
 """
+
 from __future__ import annotations
 
 import itertools
 import json
 import random
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from hypothesis import given, settings
@@ -17,8 +18,8 @@ from . import expr
 from .engage import UNCACHED_PAGE_ERROR, EngageError, engage
 from .profiles import Invalid, Profile, State, Update, apply, last_seen_text, parse_batch, parse_update
 
-UTC = timezone.utc
-P = 7                                                        # project id
+UTC = UTC
+P = 7  # project id
 T0 = int(datetime(2024, 3, 5, 12, 0, tzinfo=UTC).timestamp() * 1000)
 RECEIVED = T0 + 86_400_000
 _seq = itertools.count()
@@ -38,10 +39,12 @@ def graw(op: str, value: object, *, key: str = "company", gid: object = "acme", 
     return out
 
 
-def parsed(obj: dict, *, kind: str = "user", seq: int | None = None, received_ms: int = RECEIVED,
-           project_id: int = P) -> Update:
-    out = parse_update(obj, received_ms=received_ms, kind=kind, seq=next(_seq) if seq is None else seq,
-                       project_id=project_id)
+def parsed(
+    obj: dict, *, kind: str = "user", seq: int | None = None, received_ms: int = RECEIVED, project_id: int = P
+) -> Update:
+    out = parse_update(
+        obj, received_ms=received_ms, kind=kind, seq=next(_seq) if seq is None else seq, project_id=project_id
+    )
     assert isinstance(out, Update), out
     return out
 
@@ -65,15 +68,23 @@ def at(minutes: float) -> int:
 
 # ------------------------------------------------------------------------------------------ parse_update
 def test_parse_valid_user_update_normalises():
-    u = parse_update(raw("$set", {"a": 1}, uid=42, t=T0 // 1000), received_ms=RECEIVED, kind="user", seq=3,
-                     project_id=P)
+    u = parse_update(
+        raw("$set", {"a": 1}, uid=42, t=T0 // 1000), received_ms=RECEIVED, kind="user", seq=3, project_id=P
+    )
     assert u == Update(3, P, None, "42", "$set", {"a": 1}, T0)
     assert u.key == (P, None, "42")
 
 
-@pytest.mark.parametrize(("t", "ms"), [(1_709_640_000, 1_709_640_000_000), (1_709_640_000_123, 1_709_640_000_123),
-                                       (1_709_640_000.9876, 1_709_640_000_987), (9_999_999_999.5, None)],
-                         ids=["seconds", "ms", "fraction-truncated", "just-below-1e10-is-seconds-too-far-ahead"])
+@pytest.mark.parametrize(
+    ("t", "ms"),
+    [
+        (1_709_640_000, 1_709_640_000_000),
+        (1_709_640_000_123, 1_709_640_000_123),
+        (1_709_640_000.9876, 1_709_640_000_987),
+        (9_999_999_999.5, None),
+    ],
+    ids=["seconds", "ms", "fraction-truncated", "just-below-1e10-is-seconds-too-far-ahead"],
+)
 def test_parse_time_seconds_or_ms(t, ms):
     u = parse_update(raw("$set", {}, t=t), received_ms=RECEIVED, kind="user", seq=0)
     if ms is None:
@@ -96,8 +107,20 @@ def test_parse_truncates_values_not_keys_and_ids():
 
 
 def test_parse_flags_ip_and_unknown_members():
-    u = parsed(raw("$add", {"n": 1}, **{"$ignore_time": True, "$ignore_alias": True, "$ip": "1.2.3.4",
-                                         "$device_id": "d", "$user_id": "u", "$had_persisted_distinct_id": True}))
+    u = parsed(
+        raw(
+            "$add",
+            {"n": 1},
+            **{
+                "$ignore_time": True,
+                "$ignore_alias": True,
+                "$ip": "1.2.3.4",
+                "$device_id": "d",
+                "$user_id": "u",
+                "$had_persisted_distinct_id": True,
+            },
+        )
+    )
     assert (u.ignore_time, u.ignore_alias, u.ip) == (True, True, "1.2.3.4")
 
 
@@ -182,8 +205,9 @@ def test_parse_limits_just_under_are_valid():
 
 
 def test_parse_batch_numbers_items():
-    out = parse_batch([raw("$set", {}), "junk", raw("$add", {"n": 1})], received_ms=RECEIVED, kind="user",
-                      first_seq=10, project_id=P)
+    out = parse_batch(
+        [raw("$set", {}), "junk", raw("$add", {"n": 1})], received_ms=RECEIVED, kind="user", first_seq=10, project_id=P
+    )
     assert [o.seq for o in out] == [10, 11, 12]
     assert isinstance(out[1], Invalid) and out[1].reason == "malformed"
 
@@ -200,8 +224,13 @@ def test_set_once_only_sets_absent_keys_null_counts_as_set():
 
 
 def test_add_missing_counts_as_zero_and_sums():
-    s = apply([upd("$add", {"n": 2, "f": 0.5}, t=at(0)), upd("$add", {"n": 3, "f": 1}, t=at(1)),
-               upd("$add", {"n": -10}, t=at(2))])
+    s = apply(
+        [
+            upd("$add", {"n": 2, "f": 0.5}, t=at(0)),
+            upd("$add", {"n": 3, "f": 1}, t=at(1)),
+            upd("$add", {"n": -10}, t=at(2)),
+        ]
+    )
     p = props(s)
     assert (p["n"], p["f"]) == (-5, 1.5) and isinstance(p["n"], int)
 
@@ -216,11 +245,15 @@ def test_add_onto_non_number_is_a_clash_that_changes_nothing(existing):
 
 
 def test_union_appends_missing_in_order_after_existing():
-    s = apply([upd("$set", {"l": ["b", "a", "b"]}, t=at(0)),
-               upd("$union", {"l": ["c", "a", "d", "c"], "new": [3, 1, 3, 1.0, True]}, t=at(1))])
+    s = apply(
+        [
+            upd("$set", {"l": ["b", "a", "b"]}, t=at(0)),
+            upd("$union", {"l": ["c", "a", "d", "c"], "new": [3, 1, 3, 1.0, True]}, t=at(1)),
+        ]
+    )
     p = props(s)
-    assert p["l"] == ["b", "a", "b", "c", "d"]       # existing duplicates kept, missing ones appended once
-    assert p["new"] == [3, 1, True]                  # deduplicated; 1.0 == 1, True is not 1
+    assert p["l"] == ["b", "a", "b", "c", "d"]  # existing duplicates kept, missing ones appended once
+    assert p["new"] == [3, 1, True]  # deduplicated; 1.0 == 1, True is not 1
 
 
 def test_union_objects_compare_by_value_not_key_order():
@@ -240,14 +273,23 @@ def test_list_operations_onto_non_list_clash(op, existing):
 
 
 def test_append_pushes_one_element_even_a_list():
-    s = apply([upd("$append", {"l": [1, 2]}, t=at(0)), upd("$append", {"l": 3, "m": None}, t=at(1)),
-               upd("$append", {"l": [1, 2]}, t=at(2))])
+    s = apply(
+        [
+            upd("$append", {"l": [1, 2]}, t=at(0)),
+            upd("$append", {"l": 3, "m": None}, t=at(1)),
+            upd("$append", {"l": [1, 2]}, t=at(2)),
+        ]
+    )
     assert without_last_seen(props(s)) == {"l": [[1, 2], 3, [1, 2]], "m": [None]}
 
 
 def test_remove_every_occurrence_and_emptied_list_stays():
-    s = apply([upd("$set", {"l": [1, "1", 1.0, True, 2, 1], "e": ["x", "x"]}, t=at(0)),
-               upd("$remove", {"l": 1, "e": "x", "missing": "x"}, t=at(1))])
+    s = apply(
+        [
+            upd("$set", {"l": [1, "1", 1.0, True, 2, 1], "e": ["x", "x"]}, t=at(0)),
+            upd("$remove", {"l": 1, "e": "x", "missing": "x"}, t=at(1)),
+        ]
+    )
     assert without_last_seen(props(s)) == {"l": ["1", True, 2], "e": []}
 
 
@@ -260,8 +302,12 @@ def test_remove_matches_truncated_strings():
 def test_unset_removes_keys_profile_survives_empty():
     s = apply([upd("$set", {"a": 1, "b": 2}, t=at(0)), upd("$unset", ["a", "b", "zz"], t=at(1))])
     assert props(s) == {"$last_seen": last_seen_text(at(1))}
-    s = apply([upd("$set", {"a": 1}, t=at(0), **{"$ignore_time": True}),
-               upd("$unset", ["a"], t=at(1), **{"$ignore_time": True})])
+    s = apply(
+        [
+            upd("$set", {"a": 1}, t=at(0), **{"$ignore_time": True}),
+            upd("$unset", ["a"], t=at(1), **{"$ignore_time": True}),
+        ]
+    )
     assert props(s) == {}
 
 
@@ -272,8 +318,11 @@ def test_unset_and_remove_do_not_create_profiles(op, value):
     assert s.profiles == {}
 
 
-@pytest.mark.parametrize("op,value", [("$set", {}), ("$set_once", {}), ("$add", {}), ("$union", {}), ("$append", {})],
-                         ids=["set", "set_once", "add", "union", "append"])
+@pytest.mark.parametrize(
+    "op,value",
+    [("$set", {}), ("$set_once", {}), ("$add", {}), ("$union", {}), ("$append", {})],
+    ids=["set", "set_once", "add", "union", "append"],
+)
 def test_other_operations_create_profiles_even_when_empty(op, value):
     assert props(apply([upd(op, value)])) == {"$last_seen": last_seen_text(T0)}
     assert props(apply([upd(op, value, **{"$ignore_time": True})])) == {}
@@ -292,10 +341,10 @@ def test_delete_and_recreate():
 
 def test_delete_applies_at_its_time_not_arrival():
     later_set = upd("$set", {"a": 1}, t=at(10))
-    early_delete = upd("$delete", "", t=at(5))                  # arrives after, but is older
+    early_delete = upd("$delete", "", t=at(5))  # arrives after, but is older
     assert without_last_seen(props(apply([later_set, early_delete]))) == {"a": 1}
     late_delete = upd("$delete", "", t=at(20))
-    assert apply([late_delete, later_set]).profiles == {}        # arrives first, but is newer
+    assert apply([late_delete, later_set]).profiles == {}  # arrives first, but is newer
 
 
 # ----------------------------------------------------------------------------------- order and replays
@@ -342,10 +391,18 @@ def test_timeless_resend_is_not_a_duplicate():
 
 
 def test_project_and_kind_separate_profiles():
-    s = apply([upd("$set", {"a": 1}), parsed(raw("$set", {"a": 2}), project_id=P + 1),
-               parsed(graw("$set", {"a": 3}, gid="u1"), kind="group")])
-    assert {k: p.properties["a"] for k, p in s.profiles.items()} == {(P, None, "u1"): 1, (P + 1, None, "u1"): 2,
-                                                                      (P, "company", "u1"): 3}
+    s = apply(
+        [
+            upd("$set", {"a": 1}),
+            parsed(raw("$set", {"a": 2}), project_id=P + 1),
+            parsed(graw("$set", {"a": 3}, gid="u1"), kind="group"),
+        ]
+    )
+    assert {k: p.properties["a"] for k, p in s.profiles.items()} == {
+        (P, None, "u1"): 1,
+        (P + 1, None, "u1"): 2,
+        (P, "company", "u1"): 3,
+    }
 
 
 def test_invalid_items_are_skipped_by_apply():
@@ -355,8 +412,13 @@ def test_invalid_items_are_skipped_by_apply():
 
 # ---------------------------------------------------------------------------------------- $last_seen
 def test_last_seen_follows_time_order_and_ignore_time():
-    s = apply([upd("$set", {"a": 1}, t=at(30)), upd("$set", {"b": 1}, t=at(10)),
-               upd("$set", {"c": 1}, t=at(40), **{"$ignore_time": True})])
+    s = apply(
+        [
+            upd("$set", {"a": 1}, t=at(30)),
+            upd("$set", {"b": 1}, t=at(10)),
+            upd("$set", {"c": 1}, t=at(40), **{"$ignore_time": True}),
+        ]
+    )
     assert props(s)["$last_seen"] == last_seen_text(at(30)) == "2024-03-05T12:30:00"
 
 
@@ -365,8 +427,12 @@ def test_last_seen_format_truncates_ms():
 
 
 def test_last_seen_set_explicitly_with_ignore_time_sticks():
-    s = apply([upd("$set", {"a": 1}, t=at(0)),
-               upd("$set", {"$last_seen": "2020-01-01T00:00:00"}, t=at(1), **{"$ignore_time": True})])
+    s = apply(
+        [
+            upd("$set", {"a": 1}, t=at(0)),
+            upd("$set", {"$last_seen": "2020-01-01T00:00:00"}, t=at(1), **{"$ignore_time": True}),
+        ]
+    )
     assert props(s)["$last_seen"] == "2020-01-01T00:00:00"
     s = apply([upd("$set", {"a": 1}, t=at(0)), upd("$set", {"$last_seen": "2020-01-01T00:00:00"}, t=at(1))])
     assert props(s)["$last_seen"] == last_seen_text(at(1))
@@ -404,15 +470,15 @@ def test_replayed_clash_is_reported_once():
 # -------------------------------------------------------------------------------------------- limits
 def test_profile_property_limit_rejects_whole_update():
     base = upd("$set", {f"k{i}": i for i in range(200)}, t=at(0))
-    fits = upd("$set", {f"m{i}": i for i in range(54)}, t=at(1))           # 254 properties + $last_seen
+    fits = upd("$set", {f"m{i}": i for i in range(54)}, t=at(1))  # 254 properties + $last_seen
     s = apply([base, fits])
     assert len(props(s)) == 255 and s.over_limit == []
     over = upd("$set", {"k0": "changed", "one-more": 1}, t=at(2))
     s = apply([base, fits, over])
     assert s.over_limit == [over.seq] and props(s)["k0"] == 0 and "one-more" not in props(s)
-    s = apply([base, fits, upd("$set", {"k0": "changed"}, t=at(2))])       # overwriting stays under the limit
+    s = apply([base, fits, upd("$set", {"k0": "changed"}, t=at(2))])  # overwriting stays under the limit
     assert props(s)["k0"] == "changed"
-    quiet = {"$ignore_time": True}                                          # no $last_seen: 254 is still the cap
+    quiet = {"$ignore_time": True}  # no $last_seen: 254 is still the cap
     full = upd("$set", {f"k{i}": i for i in range(254)}, t=at(0), **quiet)
     one_more = upd("$set_once", {"x": 1}, t=at(1), **quiet)
     s = apply([full, one_more])
@@ -424,7 +490,7 @@ def test_stored_value_limits_reject_growth():
     grow = upd("$union", {"l": [999]}, t=at(1))
     s = apply([full, grow])
     assert s.over_limit == [grow.seq] and len(props(s)["l"]) == 254
-    deep = upd("$append", {"d": {"a": {"b": 1}}}, t=at(0))                 # d[0].a.b: 4 segments
+    deep = upd("$append", {"d": {"a": {"b": 1}}}, t=at(0))  # d[0].a.b: 4 segments
     s = apply([deep])
     assert s.over_limit == [deep.seq] and s.profiles == {}
 
@@ -443,22 +509,26 @@ def test_geo_hook():
 
 # ------------------------------------------------------------------------------------------- groups
 def test_group_profile_operations():
-    g = [parsed(graw("$set", {"name": "Acme", "tags": ["a"]}, t=at(0)), kind="group"),
-         parsed(graw("$union", {"tags": ["b", "a"]}, t=at(1)), kind="group"),
-         parsed(graw("$remove", {"tags": "a"}, t=at(2)), kind="group"),
-         parsed(graw("$set_once", {"name": "X", "size": 5}, t=at(3)), kind="group"),
-         parsed(graw("$unset", ["size"], t=at(4)), kind="group")]
+    g = [
+        parsed(graw("$set", {"name": "Acme", "tags": ["a"]}, t=at(0)), kind="group"),
+        parsed(graw("$union", {"tags": ["b", "a"]}, t=at(1)), kind="group"),
+        parsed(graw("$remove", {"tags": "a"}, t=at(2)), kind="group"),
+        parsed(graw("$set_once", {"name": "X", "size": 5}, t=at(3)), kind="group"),
+        parsed(graw("$unset", ["size"], t=at(4)), kind="group"),
+    ]
     s = apply(g)
-    assert s.profiles == {(P, "company", "acme"): Profile({"name": "Acme", "tags": ["b"],
-                                                           "$last_seen": last_seen_text(at(4))})}
-    s = apply(g + [parsed(graw("$delete", "", t=at(5)), kind="group")])
+    assert s.profiles == {
+        (P, "company", "acme"): Profile({"name": "Acme", "tags": ["b"], "$last_seen": last_seen_text(at(4))})
+    }
+    s = apply([*g, parsed(graw("$delete", "", t=at(5)), kind="group")])
     assert s.profiles == {}
 
 
 # ------------------------------------------------------------------------------ permutation property
 KEYS = ["a", "b", "l"]
-VALUES = st.one_of(st.integers(-3, 3), st.sampled_from(["x", "y", 1.5, None, True]),
-                   st.lists(st.sampled_from([1, 2, "x"]), max_size=3))
+VALUES = st.one_of(
+    st.integers(-3, 3), st.sampled_from(["x", "y", 1.5, None, True]), st.lists(st.sampled_from([1, 2, "x"]), max_size=3)
+)
 
 
 @st.composite
@@ -481,12 +551,15 @@ def operation(draw) -> dict:
 
 
 @settings(max_examples=150, deadline=None)
-@given(ops=st.lists(operation(), min_size=1, max_size=12), replays=st.lists(st.integers(0, 11), max_size=3),
-       seed=st.integers(0, 2**32 - 1))
+@given(
+    ops=st.lists(operation(), min_size=1, max_size=12),
+    replays=st.lists(st.integers(0, 11), max_size=3),
+    seed=st.integers(0, 2**32 - 1),
+)
 def test_any_arrival_order_gives_the_same_state(ops, replays, seed):
-    times = random.Random(seed).sample(range(T0, T0 + 10**6), len(ops))          # distinct $time values
-    objs = [{**o, "$time": t} for o, t in zip(ops, times)]
-    objs += [dict(objs[i]) for i in replays if i < len(objs)]                   # exact replays
+    times = random.Random(seed).sample(range(T0, T0 + 10**6), len(ops))  # distinct $time values
+    objs = [{**o, "$time": t} for o, t in zip(ops, times, strict=False)]
+    objs += [dict(objs[i]) for i in replays if i < len(objs)]  # exact replays
     in_order = sorted(objs, key=lambda o: o["$time"])
     shuffled = list(objs)
     random.Random(seed + 1).shuffle(shuffled)
@@ -505,8 +578,14 @@ def test_shuffled_arrival_matches_in_order_delivery_seeded():
     objs = []
     for i in range(40):
         op = rng.choice(["$set", "$add", "$union", "$remove", "$unset", "$delete"])
-        value = {"$set": {"n": rng.choice([1, "s"])}, "$add": {"n": 1}, "$union": {"l": [rng.randint(0, 3)]},
-                 "$remove": {"l": rng.randint(0, 3)}, "$unset": ["n"], "$delete": ""}[op]
+        value = {
+            "$set": {"n": rng.choice([1, "s"])},
+            "$add": {"n": 1},
+            "$union": {"l": [rng.randint(0, 3)]},
+            "$remove": {"l": rng.randint(0, 3)},
+            "$unset": ["n"],
+            "$delete": "",
+        }[op]
         objs.append(raw(op, value, t=at(i)))
     state = apply(parse_batch(objs, received_ms=RECEIVED, kind="user", project_id=P))
     for perm_seed in range(5):
@@ -539,9 +618,16 @@ def q(params: dict, profiles: dict = USERS, **kw) -> dict | EngageError:
 
 def test_engage_all_user_profiles_sorted_by_distinct_id():
     body = q({})
-    assert body == {"page": 0, "page_size": 1000, "status": "ok", "total": 6, "results": [
-        {"$distinct_id": i, "$properties": USERS[(P, None, i)].properties}
-        for i in ["10", "9", "Dave", "alice", "bob", "carol"]]}
+    assert body == {
+        "page": 0,
+        "page_size": 1000,
+        "status": "ok",
+        "total": 6,
+        "results": [
+            {"$distinct_id": i, "$properties": USERS[(P, None, i)].properties}
+            for i in ["10", "9", "Dave", "alice", "bob", "carol"]
+        ],
+    }
 
 
 def test_engage_distinct_id_and_distinct_ids():
@@ -561,20 +647,27 @@ def test_engage_where_over_profile_properties():
     assert ids(q({"where": 'not defined(properties["plan"])'})) == []
     assert ids(q({"where": 'defined(properties["plan"]) and properties["plan"] == null'})) == ["Dave"]
     assert ids(q({"where": 'properties["$last_seen"] >= datetime("2024-03-01T00:00:00")'})) == ["alice", "carol"]
-    assert ids(q({"where": '(("@x.io" in properties["$email"]) and (defined (properties["$email"])))'})) == \
-        ["alice", "bob"]
+    assert ids(q({"where": '(("@x.io" in properties["$email"]) and (defined (properties["$email"])))'})) == [
+        "alice",
+        "bob",
+    ]
 
 
-@pytest.mark.parametrize("where", ['properties["plan"] ==', 'event["x"] == 1', '1 and true', 'behaviors["b"] > 0'],
-                         ids=["syntax", "event-accessor", "and-on-number", "undefined-behavior"])
+@pytest.mark.parametrize(
+    "where",
+    ['properties["plan"] ==', 'event["x"] == 1', "1 and true", 'behaviors["b"] > 0'],
+    ids=["syntax", "event-accessor", "and-on-number", "undefined-behavior"],
+)
 def test_engage_bad_where_is_an_error(where):
     assert isinstance(q({"where": where}), EngageError)
 
 
 def test_engage_output_properties():
     body = q({"distinct_ids": '["alice", "carol"]', "output_properties": '["$email", "tags"]'})
-    assert body["results"] == [{"$distinct_id": "alice", "$properties": {"$email": "a@x.io"}},
-                               {"$distinct_id": "carol", "$properties": {"tags": ["beta", "vip"]}}]
+    assert body["results"] == [
+        {"$distinct_id": "alice", "$properties": {"$email": "a@x.io"}},
+        {"$distinct_id": "carol", "$properties": {"tags": ["beta", "vip"]}},
+    ]
     assert q({"distinct_id": "bob", "output_properties": "[]"})["results"][0]["$properties"] == {}
     assert isinstance(q({"output_properties": "[1]"}), EngageError)
 
@@ -591,8 +684,14 @@ def test_engage_page_size_cap_and_errors():
     first = q({"page_size": "5000"}, many)
     assert first["page_size"] == 1000 and len(first["results"]) == 1000 and first["total"] == 1500
     assert len(q({"page": "1", "session_id": "s"}, many)["results"]) == 500
-    for bad in ({"page_size": "0"}, {"page_size": "-3"}, {"page_size": "ten"}, {"page": "-1"}, {"page": "1"},
-                {"page": "x"}):
+    for bad in (
+        {"page_size": "0"},
+        {"page_size": "-3"},
+        {"page_size": "ten"},
+        {"page": "-1"},
+        {"page": "1"},
+        {"page": "x"},
+    ):
         assert isinstance(q(bad), EngageError), bad
 
 
@@ -602,13 +701,27 @@ def test_engage_page_snapshot_is_used_for_the_session():
     assert q({"page": "1", "page_size": "4", "session_id": "s"}, later, page_snapshot=USERS)["total"] == 6
 
 
-@pytest.mark.parametrize(("a", "b"), [("distinct_id", "distinct_ids"), ("where", "selector"),
-                                      ("behaviors", "filter_by_cohort"), ("filter_by_cohort", "data_group_id"),
-                                      ("behaviors", "data_group_id")], ids=lambda x: x)
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("distinct_id", "distinct_ids"),
+        ("where", "selector"),
+        ("behaviors", "filter_by_cohort"),
+        ("filter_by_cohort", "data_group_id"),
+        ("behaviors", "data_group_id"),
+    ],
+    ids=lambda x: x,
+)
 def test_engage_mutually_exclusive_members(a, b):
-    values = {"distinct_id": "alice", "distinct_ids": '["bob"]', "where": "true", "selector": "true",
-              "behaviors": '[{"name": "p", "window": "1d", "event_selectors": [{"event": "E"}]}]',
-              "filter_by_cohort": '{"id": 1}', "data_group_id": "5"}
+    values = {
+        "distinct_id": "alice",
+        "distinct_ids": '["bob"]',
+        "where": "true",
+        "selector": "true",
+        "behaviors": '[{"name": "p", "window": "1d", "event_selectors": [{"event": "E"}]}]',
+        "filter_by_cohort": '{"id": 1}',
+        "data_group_id": "5",
+    }
     out = q({a: values[a], b: values[b]}, group_keys={5: "company"}, cohorts={1: ["alice"]}, now_ms=T0)
     assert isinstance(out, EngageError) and a in out.message and b in out.message
 
@@ -618,8 +731,7 @@ def test_engage_empty_members_are_absent():
 
 
 def test_engage_group_profiles():
-    groups = USERS | {(P, "company", "beta"): Profile({"plan": "free"}),
-                      (P, "team", "acme"): Profile({"plan": "x"})}
+    groups = USERS | {(P, "company", "beta"): Profile({"plan": "free"}), (P, "team", "acme"): Profile({"plan": "x"})}
     keys = {"-1405123841946871899": "company", 3: "team"}
     body = q({"data_group_id": "-1405123841946871899"}, groups, group_keys=keys)
     assert ids(body) == ["acme", "beta"] and body["total"] == 2
@@ -633,13 +745,13 @@ def ev(name: str, ms: int, uid: str, insert_id: str, **props) -> dict:
 
 
 DAY = 86_400_000
-NOW = T0                                                      # 2024-03-05T12:00Z
+NOW = T0  # 2024-03-05T12:00Z
 EVENTS = [
     ev("Purchase", NOW - 1000, "alice", "p1", amount=20),
-    ev("Purchase", NOW - 1000, "alice", "p1", amount=20),     # exact duplicate: counts once
+    ev("Purchase", NOW - 1000, "alice", "p1", amount=20),  # exact duplicate: counts once
     ev("Purchase", NOW - DAY, "alice", "p2", amount=5),
     ev("Purchase", NOW - 2 * DAY, "bob", "p3", amount=50),
-    ev("Purchase", NOW + 1000, "bob", "p4", amount=50),       # after now: not counted
+    ev("Purchase", NOW + 1000, "bob", "p4", amount=50),  # after now: not counted
     ev("Refund", NOW - 1000, "carol", "r1"),
     ev("Purchase", NOW - 30 * DAY, "carol", "p5", amount=1),
 ]
@@ -657,13 +769,16 @@ def bq(where: str, beh: str, **params) -> dict | EngageError:
 def test_behaviors_count_deduplicated_events_in_window():
     assert ids(bq('behaviors["buys"] == 2', behaviors("3d"))) == ["alice"]
     assert ids(bq('behaviors["buys"] == 1', behaviors("3d"))) == ["bob"]
-    assert ids(bq('behaviors["buys"] > 0', behaviors("1d"))) == ["alice"]          # today only
+    assert ids(bq('behaviors["buys"] > 0', behaviors("1d"))) == ["alice"]  # today only
     assert ids(bq('behaviors["buys"] == 0', behaviors("1d"))) == ["10", "9", "Dave", "bob", "carol"]
     assert ids(bq('behaviors["buys"] >= 1', behaviors("31d"))) == ["alice", "bob", "carol"]
 
 
-@pytest.mark.parametrize(("tz", "expected"), [("UTC", ["carol"]), ("Asia/Tokyo", ["bob", "carol"]),
-                                               ("America/Los_Angeles", [])], ids=["utc", "tokyo", "los-angeles"])
+@pytest.mark.parametrize(
+    ("tz", "expected"),
+    [("UTC", ["carol"]), ("Asia/Tokyo", ["bob", "carol"]), ("America/Los_Angeles", [])],
+    ids=["utc", "tokyo", "los-angeles"],
+)
 def test_behaviors_window_is_local_calendar_days(tz, expected):
     # now = 2024-03-05T12:00Z; "1d" = since local midnight today. bob's event 03-04T20:00Z is 03-05 05:00 in
     # Tokyo (today) but yesterday in UTC; carol's 03-05T06:00Z is 03-04 22:00 in Los Angeles (yesterday).
@@ -677,19 +792,22 @@ def test_behaviors_selector_and_or_of_event_selectors():
     refunds = ({"event": "Refund"},)
     assert ids(bq('behaviors["buys"] == 1', behaviors("3d", extra=refunds))) == ["bob", "carol"]
     same_twice = ({"event": "Purchase", "selector": None},)
-    assert ids(bq('behaviors["buys"] == 2', behaviors("3d", extra=same_twice))) == ["alice"]   # counted once
+    assert ids(bq('behaviors["buys"] == 2', behaviors("3d", extra=same_twice))) == ["alice"]  # counted once
 
 
 def test_behaviors_as_of_timestamp():
-    params = {"where": 'behaviors["buys"] > 0', "behaviors": behaviors("1d"),
-              "as_of_timestamp": str((NOW - 2 * DAY) // 1000)}
+    params = {
+        "where": 'behaviors["buys"] > 0',
+        "behaviors": behaviors("1d"),
+        "as_of_timestamp": str((NOW - 2 * DAY) // 1000),
+    }
     assert ids(q(params, events=EVENTS, now_ms=NOW)) == ["bob"]
-    params["as_of_timestamp"] = str(NOW + 2000)                                    # >= 1e10: milliseconds
+    params["as_of_timestamp"] = str(NOW + 2000)  # >= 1e10: milliseconds
     assert ids(q(params, events=EVENTS)) == ["alice", "bob"]
 
 
 def test_behaviors_only_return_profiles_and_unreferenced_do_not_filter():
-    events = EVENTS + [ev("Purchase", NOW - 1, "ghost", "g1")]
+    events = [*EVENTS, ev("Purchase", NOW - 1, "ghost", "g1")]
     body = q({"where": 'behaviors["buys"] > 0', "behaviors": behaviors("3d")}, events=events, now_ms=NOW)
     assert "ghost" not in ids(body)
     assert q({"behaviors": behaviors("3d")}, events=events, now_ms=NOW)["total"] == 6
@@ -720,8 +838,7 @@ def test_behaviors_bad_definitions(beh):
 
 def test_behaviors_uncached_paging_error():
     many = {(P, None, f"u{i:04d}"): Profile({}) for i in range(1001)}
-    params = {"behaviors": behaviors("1d"), "where": 'behaviors["buys"] == 0', "page_size": "500",
-              "session_id": "s"}
+    params = {"behaviors": behaviors("1d"), "where": 'behaviors["buys"] == 0', "page_size": "500", "session_id": "s"}
     assert q(params | {"page": "0"}, many, events=[], now_ms=NOW)["total"] == 1001
     err = q(params | {"page": "1"}, many, events=[], now_ms=NOW)
     assert isinstance(err, EngageError) and err.message == UNCACHED_PAGE_ERROR
@@ -737,25 +854,29 @@ def test_filter_by_cohort_include_all_users():
     body = q({"filter_by_cohort": '{"id": 4}'}, cohorts=cohorts)
     assert ids(body) == ["alice", "bob", "ghost"] and body["results"][2]["$properties"] == {}
     assert ids(q({"filter_by_cohort": "4", "include_all_users": "FALSE"}, cohorts=cohorts)) == ["alice", "bob"]
-    assert ids(q({"filter_by_cohort": '{"id": 4}', "where": 'not defined(properties["plan"])'},
-                 cohorts=cohorts)) == ["ghost"]
+    assert ids(q({"filter_by_cohort": '{"id": 4}', "where": 'not defined(properties["plan"])'}, cohorts=cohorts)) == [
+        "ghost"
+    ]
     assert ids(q({"filter_by_cohort": '{"id": 4}', "distinct_ids": '["bob", "carol"]'}, cohorts=cohorts)) == ["bob"]
     assert isinstance(q({"filter_by_cohort": '{"id": 5}'}, cohorts=cohorts), EngageError)
-    assert isinstance(q({"filter_by_cohort": '{"id": 4}', "include_all_users": "maybe"}, cohorts=cohorts),
-                      EngageError)
+    assert isinstance(q({"filter_by_cohort": '{"id": 4}', "include_all_users": "maybe"}, cohorts=cohorts), EngageError)
 
 
 # ----------------------------------------------------------------------------- end to end: updates -> /engage
 def test_updates_then_engage():
-    objs = [raw("$set", {"plan": "pro", "seats": 1}, uid="u2", t=at(0)), raw("$add", {"seats": 2}, uid="u2", t=at(1)),
-            raw("$set", {"plan": "free"}, uid="u1", t=at(0)), raw("$delete", "", uid="u1", t=at(2)),
-            raw("$set_once", {"plan": "trial"}, uid="u3", t=at(3), **{"$ignore_time": True})]
+    objs = [
+        raw("$set", {"plan": "pro", "seats": 1}, uid="u2", t=at(0)),
+        raw("$add", {"seats": 2}, uid="u2", t=at(1)),
+        raw("$set", {"plan": "free"}, uid="u1", t=at(0)),
+        raw("$delete", "", uid="u1", t=at(2)),
+        raw("$set_once", {"plan": "trial"}, uid="u3", t=at(3), **{"$ignore_time": True}),
+    ]
     state = apply(parse_batch(objs, received_ms=RECEIVED, kind="user", project_id=P))
-    body = engage(state.profiles, {"where": 'properties["seats"] >= 3 or properties["plan"] == "trial"'},
-                  project_id=P)
+    body = engage(state.profiles, {"where": 'properties["seats"] >= 3 or properties["plan"] == "trial"'}, project_id=P)
     assert body["results"] == [
         {"$distinct_id": "u2", "$properties": {"plan": "pro", "seats": 3, "$last_seen": last_seen_text(at(1))}},
-        {"$distinct_id": "u3", "$properties": {"plan": "trial"}}]
+        {"$distinct_id": "u3", "$properties": {"plan": "trial"}},
+    ]
 
 
 def test_profile_expression_helpers_in_expr():

@@ -44,7 +44,7 @@ def auth(directory: Directory) -> Authenticator:
         ("BASIC   " + base64.b64encode(b"u:p").decode() + "  ", ("u", "p")),
         ("Basic " + base64.b64encode(b"lonetoken").decode(), ("lonetoken", "")),
         ("Basic 0123456789abcdef0123456789abcdef", ("0123456789abcdef0123456789abcdef", "")),
-        ("Basic " + base64.b64encode(":".encode()).decode(), ("", "")),
+        ("Basic " + base64.b64encode(b":").decode(), ("", "")),
         ("Basic " + base64.b64encode("ünï:cødé".encode()).decode(), ("ünï", "cødé")),
     ],
     ids=[

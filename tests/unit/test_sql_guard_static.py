@@ -115,8 +115,13 @@ def _all_findings() -> list[Finding]:
 def test_no_module_writes_a_project_clause_by_hand() -> None:
     files = {p.relative_to(ROOT).as_posix() for p in scanned_files()}
     # The scan must see the code that builds queries, or it proves nothing.
-    for expected in ("services/query/reports/segmentation.py", "services/query/reports/_common/scan.py",
-                     "services/query/reports/funnels/disjoint.py", "shared/saved/store.py", "shared/metadata.py"):
+    for expected in (
+        "services/query/reports/segmentation.py",
+        "services/query/reports/_common/scan.py",
+        "services/query/reports/funnels/disjoint.py",
+        "shared/saved/store.py",
+        "shared/metadata.py",
+    ):
         assert expected in files, f"{expected} not scanned"
     found = [f for f in _all_findings() if (f.path, f.text) not in ALLOWED]
     assert not found, (

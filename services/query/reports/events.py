@@ -31,14 +31,12 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from footfall.services.query.endpoints import QueryContext
-from footfall.shared.errors import ParamError
 from footfall.services.query.reports import _common
 from footfall.services.query.reports._common import (
     UNITS,
     Binds,
     Query,
     Scope,
-    scope_of,
     Timeline,
     counts,
     counts_mv,
@@ -49,14 +47,25 @@ from footfall.services.query.reports._common import (
     read_timeline,
     read_type,
     read_unit,
+    scope_of,
     series_body,
     series_response,
     series_values,
 )
 from footfall.services.query.timerange import local_midnight_utc
+from footfall.shared.errors import ParamError
 
 __all__ = [
-    "EventsRequest", "NamesRequest", "TopRequest", "build", "build_mv", "build_raw", "events", "names", "shape", "top",
+    "EventsRequest",
+    "NamesRequest",
+    "TopRequest",
+    "build",
+    "build_mv",
+    "build_raw",
+    "events",
+    "names",
+    "shape",
+    "top",
 ]
 
 
@@ -73,7 +82,8 @@ class EventsRequest:
     def parse(cls, ctx: QueryContext, now: datetime) -> EventsRequest:
         p = ctx.params
         raw = p.json_list("event", required=True)
-        assert raw is not None
+        if raw is None:
+            raise AssertionError("invariant: raw is not None")
         if any(isinstance(n, list | dict) or n is None for n in raw):
             raise ParamError("Error in event: must be a JSON array of event names")
         names = tuple(dict.fromkeys(n if isinstance(n, str) else str(n) for n in raw))
@@ -83,8 +93,7 @@ class EventsRequest:
 
 def build(req: EventsRequest) -> Query:
     binds = Binds()
-    return Query(counts(scope_of(req.project_id, req.timeline), req.names, req.timeline, binds, kind=req.type),
-                 binds)
+    return Query(counts(scope_of(req.project_id, req.timeline), req.names, req.timeline, binds, kind=req.type), binds)
 
 
 def build_mv(req: EventsRequest) -> Query:
@@ -127,8 +136,13 @@ class TopRequest:
         midnight = local_midnight_utc(day, ctx.timezone)
         before = local_midnight_utc(day - timedelta(days=1), ctx.timezone)
         elapsed = now - midnight
-        return cls(ctx.project_id, read_type(p), read_limit(p, 100),
-                   Scope(ctx.project_id, midnight, now), Scope(ctx.project_id, before, before + elapsed))
+        return cls(
+            ctx.project_id,
+            read_type(p),
+            read_limit(p, 100),
+            Scope(ctx.project_id, midnight, now),
+            Scope(ctx.project_id, before, before + elapsed),
+        )
 
 
 def build_window(scope: Scope, kind: str) -> Query:

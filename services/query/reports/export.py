@@ -17,20 +17,21 @@ from starlette.responses import StreamingResponse
 from footfall.services.query.endpoints import QueryContext
 from footfall.services.query.params import check_range
 from footfall.services.query.reports._common import Binds, Query, final_events, read_dates
-from footfall.shared.sql import Scope, sql
 from footfall.services.query.timerange import day_range_utc
+from footfall.shared.sql import Scope, sql
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 PAGE = 20_000
 MAX_LIMIT = 100_000_000
 
 
-
 def page_query(scope: Scope, events: list[str], after: tuple[datetime, str], page: int) -> Query:
     """One page of the deduplicated events of `scope`, after the keyset position `after`
     ((time, hex of the dedup hash) of the last row sent)."""
     b = Binds()
-    after_key = sql("(time, hex(dedup_hash)) > ({}, {})", b.add(after[0], "DateTime64(3, 'UTC')"), b.add(after[1], "String"))
+    after_key = sql(
+        "(time, hex(dedup_hash)) > ({}, {})", b.add(after[0], "DateTime64(3, 'UTC')"), b.add(after[1], "String")
+    )
     rows = final_events(scope, events or None, after_key, b)
     return Query(
         sql(
@@ -70,7 +71,6 @@ async def export(ctx: QueryContext) -> StreamingResponse:
     check_range(from_date, to_date)
     events = p.string_list("event") or []
     limit = p.integer("limit", MAX_LIMIT, minimum=1, maximum=MAX_LIMIT)
-    assert limit is not None
     time_in_ms = p.boolean("time_in_ms")
     scope = Scope(ctx.project_id, *day_range_utc(from_date, to_date, ctx.timezone))
 

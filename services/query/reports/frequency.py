@@ -24,15 +24,30 @@ from datetime import date, timedelta
 from typing import Any
 
 from footfall.services.query.endpoints import QueryContext
+from footfall.services.query.params import Params
+from footfall.services.query.reports._common import (
+    Binds,
+    Query,
+    Timeline,
+    read_dates,
+    read_expr,
+    read_limit,
+    timeline_for_dates,
+)
+from footfall.services.query.reports._common.buckets import bucket_date
+from footfall.services.query.reports._common.scan import (
+    HAS_USER,
+    Scope,
+    final_events,
+    one_event,
+    raw_events,
+    where_condition,
+)
+from footfall.services.query.reports._common.segments import on_keys, ranked_cells, segment_weight, top_segments
+from footfall.services.query.timerange import local_midnight_utc
 from footfall.shared.expr import compile_on
 from footfall.shared.expr.typed import TNode
-from footfall.services.query.params import Params
-from footfall.services.query.reports._common import Binds, Query, Timeline, read_dates, read_expr, read_limit, timeline_for_dates
-from footfall.services.query.reports._common.buckets import bucket_date
-from footfall.services.query.reports._common.scan import HAS_USER, Scope, final_events, one_event, raw_events, where_condition
-from footfall.services.query.reports._common.segments import on_keys, ranked_cells, segment_weight, top_segments
 from footfall.shared.sql import sql
-from footfall.services.query.timerange import local_midnight_utc
 
 __all__ = ["FrequencyRequest", "build", "frequency", "parse_request", "shape"]
 
@@ -89,8 +104,11 @@ def build(req: FrequencyRequest) -> Query:
     b = Binds()
     tz = b.add(req.timeline.tz, "String")
     periods = [date.fromisoformat(k) for k in req.timeline.series]
-    scope = Scope(req.project_id, local_midnight_utc(periods[0], req.timeline.tz),
-                  local_midnight_utc(_next_period(periods[-1], req.unit), req.timeline.tz))
+    scope = Scope(
+        req.project_id,
+        local_midnight_utc(periods[0], req.timeline.tz),
+        local_midnight_utc(_next_period(periods[-1], req.unit), req.timeline.tz),
+    )
     local_day = sql("toDate(time, {})", tz)
     period = bucket_date(local_day, req.timeline, b)
     if req.slot_unit == "hour":
@@ -113,8 +131,9 @@ def build(req: FrequencyRequest) -> Query:
         events,
     )
     if req.on is None:
-        return Query(sql("SELECT period, segment, k, count() AS users, 0 FROM ({}) GROUP BY period, segment, k",
-                         per_user), b)
+        return Query(
+            sql("SELECT period, segment, k, count() AS users, 0 FROM ({}) GROUP BY period, segment, k", per_user), b
+        )
     # a segment's weight: its distinct users over every period
     grouped = sql(
         "SELECT period, segment, k, count() AS users, any(seg_weight) AS seg_weight FROM ({}) "

@@ -25,25 +25,24 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from footfall.services.query.endpoints import QueryContext
-from footfall.shared.errors import NotFoundError, ParamError
-from footfall.shared.expr import compile_on, compile_where
-from footfall.shared.expr.typed import TNode
 from footfall.services.query.reports import _common
 from footfall.services.query.reports._common import (
     Binds,
     Query,
-    Scope,
-    scope_of,
     Timeline,
     check_text,
     counts,
     counts_where,
+    scope_of,
     segmented,
     segmented_values,
     series_values,
     timeline_for_dates,
     where_condition,
 )
+from footfall.shared.errors import NotFoundError, ParamError
+from footfall.shared.expr import compile_on, compile_where
+from footfall.shared.expr.typed import TNode
 from footfall.shared.saved import Bookmark, InsightsParams, WarehouseSavedStore
 
 __all__ = ["bucket_timestamp", "insights", "shape_series"]
@@ -59,8 +58,10 @@ def bucket_timestamp(key: str, tz: str) -> str:
 def _date_range(first: date, last: date, tz: str) -> dict[str, str]:
     zone = ZoneInfo(tz)
     start = datetime.combine(first, time(0), tzinfo=zone)
-    end = (datetime.combine(last + timedelta(days=1), time(0), tzinfo=zone).astimezone(ZoneInfo("UTC"))
-           - timedelta(milliseconds=1)).astimezone(zone)
+    end = (
+        datetime.combine(last + timedelta(days=1), time(0), tzinfo=zone).astimezone(ZoneInfo("UTC"))
+        - timedelta(milliseconds=1)
+    ).astimezone(zone)
     return {"from_date": start.isoformat(), "to_date": end.isoformat(timespec="microseconds")}
 
 
@@ -68,8 +69,9 @@ def shape_series(values: dict[str, dict[str, int | float]], tz: str) -> dict[str
     return {name: {bucket_timestamp(k, tz): v for k, v in cells.items()} for name, cells in values.items()}
 
 
-async def _event_values(ctx: QueryContext, params: InsightsParams, timeline: Timeline,
-                        where: TNode | None) -> dict[str, dict[str, int | float]]:
+async def _event_values(
+    ctx: QueryContext, params: InsightsParams, timeline: Timeline, where: TNode | None
+) -> dict[str, dict[str, int | float]]:
     binds = Binds()
     scope = scope_of(ctx.project_id, timeline)
     if where is not None:
@@ -80,13 +82,23 @@ async def _event_values(ctx: QueryContext, params: InsightsParams, timeline: Tim
     return series_values(rows, params.type_of_count, timeline.series, list(params.events))
 
 
-async def _segment_values(ctx: QueryContext, params: InsightsParams, timeline: Timeline, event: str,
-                          where: TNode | None, on: TNode) -> dict[str, dict[str, int | float]]:
+async def _segment_values(
+    ctx: QueryContext, params: InsightsParams, timeline: Timeline, event: str, where: TNode | None, on: TNode
+) -> dict[str, dict[str, int | float]]:
     binds = Binds()
     scope = scope_of(ctx.project_id, timeline)
     where_sql = where_condition(where, binds)
-    text = segmented(scope, [event], timeline, compile_on(on, binds), where_sql, None,
-                     params.type_of_count == "unique", params.limit, binds)
+    text = segmented(
+        scope,
+        [event],
+        timeline,
+        compile_on(on, binds),
+        where_sql,
+        None,
+        params.type_of_count == "unique",
+        params.limit,
+        binds,
+    )
     return segmented_values(await Query(text, binds).run(ctx), params.type_of_count, timeline.series)
 
 
@@ -102,7 +114,8 @@ async def compute(ctx: QueryContext, bookmark: Bookmark, now: datetime) -> dict[
     if on is None:
         series = shape_series(overall, tz)
     else:
-        assert params.on is not None
+        if params.on is None:
+            raise AssertionError("invariant: params.on is not None")
         headers.append(params.on)
         series = {}
         for event in params.events:

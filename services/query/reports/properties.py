@@ -27,16 +27,12 @@ from datetime import datetime
 from typing import Any
 
 from footfall.services.query.endpoints import QueryContext
-from footfall.shared.expr import compile_on
-from footfall.shared.expr.ast import Span
-from footfall.shared.expr.typed import Prop
 from footfall.services.query.reports import _common
 from footfall.services.query.reports._common import (
     UNITS,
     Binds,
     Query,
     Scope,
-    scope_of,
     Timeline,
     final_events,
     one_event,
@@ -45,6 +41,7 @@ from footfall.services.query.reports._common import (
     read_timeline,
     read_type,
     read_unit,
+    scope_of,
     segment_expr,
     segmented,
     segmented_values,
@@ -52,6 +49,9 @@ from footfall.services.query.reports._common import (
     series_response,
 )
 from footfall.services.query.reports.events import last_31_days
+from footfall.shared.expr import compile_on
+from footfall.shared.expr.ast import Span
+from footfall.shared.expr.typed import Prop
 from footfall.shared.sql import column, sql
 
 __all__ = ["PropertiesRequest", "build", "properties", "shape", "top", "values"]
@@ -96,15 +96,33 @@ class PropertiesRequest:
         if listed is not None:
             allowed = tuple(dict.fromkeys(s for s in map(_string_form, listed) if s is not None))
         timeline = read_timeline(p, ctx.timezone, now, unit=read_unit(p, UNITS))
-        return cls(ctx.project_id, p.required("event"), p.required("name"), allowed, read_type(p), timeline,
-                   read_limit(p, 255), read_format(p))
+        return cls(
+            ctx.project_id,
+            p.required("event"),
+            p.required("name"),
+            allowed,
+            read_type(p),
+            timeline,
+            read_limit(p, 255),
+            read_format(p),
+        )
 
 
 def build(req: PropertiesRequest) -> Query:
     binds = Binds()
     on = compile_on(_property(req.name), binds)
-    text = segmented(scope_of(req.project_id, req.timeline), [req.event], req.timeline, on, None, req.values,
-                     req.type == "unique", req.limit, binds, kind=req.type)
+    text = segmented(
+        scope_of(req.project_id, req.timeline),
+        [req.event],
+        req.timeline,
+        on,
+        None,
+        req.values,
+        req.type == "unique",
+        req.limit,
+        binds,
+        kind=req.type,
+    )
     return Query(text, binds)
 
 
@@ -135,11 +153,16 @@ class TopRequest:
 def build_top(req: TopRequest) -> Query:
     """Property names per event. Knows the storage (JSON text), like `property_value`."""
     binds = Binds()
-    return Query(sql(
-        "SELECT key, count() AS n FROM (SELECT JSONExtractKeys({}) AS keys FROM {}) ARRAY JOIN keys AS key "
-        "GROUP BY key ORDER BY n DESC, key ASC LIMIT {}",
-        column("properties"), final_events(req.window, [req.event], None, binds),
-        binds.add(req.limit, "UInt32")), binds)
+    return Query(
+        sql(
+            "SELECT key, count() AS n FROM (SELECT JSONExtractKeys({}) AS keys FROM {}) ARRAY JOIN keys AS key "
+            "GROUP BY key ORDER BY n DESC, key ASC LIMIT {}",
+            column("properties"),
+            final_events(req.window, [req.event], None, binds),
+            binds.add(req.limit, "UInt32"),
+        ),
+        binds,
+    )
 
 
 async def top(ctx: QueryContext) -> Any:
@@ -158,22 +181,27 @@ class ValuesRequest:
     @classmethod
     def parse(cls, ctx: QueryContext, now: datetime) -> ValuesRequest:
         p = ctx.params
-        return cls(p.get("event"), p.required("name"), read_limit(p, 255),
-                   last_31_days(ctx.project_id, ctx.timezone, now))
+        return cls(
+            p.get("event"), p.required("name"), read_limit(p, 255), last_31_days(ctx.project_id, ctx.timezone, now)
+        )
 
 
 def build_values(req: ValuesRequest) -> Query:
     binds = Binds()
     on = compile_on(_property(req.name), binds)
-    return Query(sql(
-        "SELECT assumeNotNull(seg) AS value, count() AS n "
-        "FROM (SELECT {} AS seg FROM {}) "
-        "WHERE isNotNull(seg) GROUP BY seg ORDER BY n DESC, value ASC LIMIT {}",
-        segment_expr(on), final_events(req.window, one_event(req.event), None, binds),
-        binds.add(req.limit, "UInt32")), binds)
+    return Query(
+        sql(
+            "SELECT assumeNotNull(seg) AS value, count() AS n "
+            "FROM (SELECT {} AS seg FROM {}) "
+            "WHERE isNotNull(seg) GROUP BY seg ORDER BY n DESC, value ASC LIMIT {}",
+            segment_expr(on),
+            final_events(req.window, one_event(req.event), None, binds),
+            binds.add(req.limit, "UInt32"),
+        ),
+        binds,
+    )
 
 
 async def values(ctx: QueryContext) -> Any:
     req = ValuesRequest.parse(ctx, _common.utc_now())
     return [value for value, _ in await build_values(req).run(ctx)]
-

@@ -38,16 +38,31 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from footfall.services.query.endpoints import QueryContext
+from footfall.services.query.params import Params
+from footfall.services.query.reports._common import (
+    Binds,
+    Query,
+    Timeline,
+    read_dates,
+    read_expr,
+    read_limit,
+    timeline_for_dates,
+)
+from footfall.services.query.reports._common.buckets import bucket_date_of_ms
+from footfall.services.query.reports._common.scan import (
+    HAS_USER,
+    Scope,
+    final_events,
+    one_event,
+    raw_events,
+    where_condition,
+)
+from footfall.services.query.reports._common.segments import on_keys, ranked_cells, segment_weight, top_segments
 from footfall.shared.errors import ParamError
+from footfall.shared.events.validate import TIME_FLOOR_MS
 from footfall.shared.expr import compile_on
 from footfall.shared.expr.typed import TNode
-from footfall.services.query.params import Params
-from footfall.services.query.reports._common import Binds, Query, Timeline, read_dates, read_expr, read_limit, timeline_for_dates
-from footfall.services.query.reports._common.buckets import bucket_date_of_ms
-from footfall.services.query.reports._common.scan import HAS_USER, Scope, final_events, one_event, raw_events, where_condition
-from footfall.services.query.reports._common.segments import on_keys, ranked_cells, segment_weight, top_segments
 from footfall.shared.sql import Sql, sql
-from footfall.shared.events.validate import TIME_FLOOR_MS
 
 __all__ = ["RetentionRequest", "build", "parse_request", "retention", "shape"]
 
@@ -87,10 +102,8 @@ def parse_request(p: Params, project_id: int, timezone: str) -> RetentionRequest
     from_date, to_date = read_dates(p)
     kind = p.choice("retention_type", ("birth", "compounded"), "birth")
     unit = p.choice("unit", UNITS, "day")
-    assert kind is not None and unit is not None
     interval = p.integer("interval", 1, minimum=1, maximum=90 if unit == "day" else 1000)
     interval_count = p.integer("interval_count", 1, minimum=0, maximum=MAX_INTERVAL_COUNT)
-    assert interval is not None and interval_count is not None
     born_event = p.get("born_event")
     if kind == "birth" and born_event is None:
         raise ParamError("Missing required parameter: born_event (required when retention_type is birth)")
@@ -121,8 +134,9 @@ def _bucket(req: RetentionRequest, b: Binds, anchor: Sql, t: Sql) -> Sql:
     at = sql("fromUnixTimestamp64Milli({}, {})", anchor, tz)
     rt = sql("fromUnixTimestamp64Milli({}, {})", t, tz)
     months = sql("((toYear({}) * 12 + toMonth({})) - (toYear({}) * 12 + toMonth({})))", rt, rt, at, at)
-    return sql("intDiv({} - if(addMonths({}, {}) > {}, 1, 0), {})", months, at, months, rt,
-               b.add(req.interval, "Int64"))
+    return sql(
+        "intDiv({} - if(addMonths({}, {}) > {}, 1, 0), {})", months, at, months, rt, b.add(req.interval, "Int64")
+    )
 
 
 def _scan_end(req: RetentionRequest) -> datetime:
@@ -152,13 +166,22 @@ class _Shape:
 def _shape(req: RetentionRequest, keys: Sql | None) -> _Shape:
     ident = sql("reinterpretAsUInt128(dedup_hash)")
     if keys is None:
-        return _Shape(sql("(toUnixTimestamp64Milli(time), {})", ident), (sql("e.2"), sql("a.2")), None,
-                      req.retention_type == "compounded")
+        return _Shape(
+            sql("(toUnixTimestamp64Milli(time), {})", ident),
+            (sql("e.2"), sql("a.2")),
+            None,
+            req.retention_type == "compounded",
+        )
     if req.retention_type == "birth":
-        return _Shape(sql("(toUnixTimestamp64Milli(time), {}, {})", ident, keys), (sql("e.2"), sql("a.2")),
-                      sql("e.3"), False)
-    return _Shape(sql("(toUnixTimestamp64Milli(time), event, insert_id, {}, {})", ident, keys),
-                  (sql("e.4"), sql("a.4")), sql("e.5"), True)
+        return _Shape(
+            sql("(toUnixTimestamp64Milli(time), {}, {})", ident, keys), (sql("e.2"), sql("a.2")), sql("e.3"), False
+        )
+    return _Shape(
+        sql("(toUnixTimestamp64Milli(time), event, insert_id, {}, {})", ident, keys),
+        (sql("e.4"), sql("a.4")),
+        sql("e.5"),
+        True,
+    )
 
 
 def _returns(req: RetentionRequest, b: Binds) -> tuple[Sql, _Shape]:
@@ -193,7 +216,8 @@ def _anchored(req: RetentionRequest, b: Binds) -> tuple[Sql, _Shape]:
             returns,
         )
         return text, shape_
-    assert req.born_event is not None
+    if req.born_event is None:
+        raise AssertionError("invariant: req.born_event is not None")
     born_where = where_condition(req.born_where, b)
     history = Scope(req.project_id, HISTORY_START, req.timeline.end)
     if born_where is not None:
@@ -245,8 +269,14 @@ def build(req: RetentionRequest) -> Query:
     else:
         marks_col = sql("{} AS marks", marks)
     # one row per (anchor, mark); -1: the anchor is in its cohort; -2: a segment to rank by users
-    ranking = (sql(", arrayMap(s -> (s, toInt64(-2)), arrayDistinct(arrayFilter(s -> isNotNull(s), "
-                   "arrayMap(m -> m.1, marks))))") if req.on is not None else sql(""))
+    ranking = (
+        sql(
+            ", arrayMap(s -> (s, toInt64(-2)), arrayDistinct(arrayFilter(s -> isNotNull(s), "
+            "arrayMap(m -> m.1, marks))))"
+        )
+        if req.on is not None
+        else sql("")
+    )
     cells = sql(
         "SELECT cohort, m.1 AS segment, m.2 AS bucket, distinct_id FROM ("
         "SELECT distinct_id, cohort, {} FROM ({})) "
@@ -256,8 +286,14 @@ def build(req: RetentionRequest) -> Query:
         ranking,
     )
     if req.on is None:
-        return Query(sql("SELECT cohort, segment, bucket, count() AS users, 0 AS seg_rank FROM ({}) "
-                         "GROUP BY cohort, segment, bucket ORDER BY cohort, bucket", cells), b)
+        return Query(
+            sql(
+                "SELECT cohort, segment, bucket, count() AS users, 0 AS seg_rank FROM ({}) "
+                "GROUP BY cohort, segment, bucket ORDER BY cohort, bucket",
+                cells,
+            ),
+            b,
+        )
     grouped = sql(
         "SELECT if(bucket = -2, toDate('1970-01-01'), cohort) AS ck, segment, bucket, "
         "if(bucket = -2, uniqExactIf(distinct_id, bucket = -2), count()) AS users FROM ({}) "

@@ -34,14 +34,10 @@ from fractions import Fraction
 from typing import Any
 
 from footfall.services.query.endpoints import QueryContext
-from footfall.shared.expr import compile_number, compile_on
-from footfall.shared.expr.typed import TNode
 from footfall.services.query.reports import _common
 from footfall.services.query.reports._common import (
     Binds,
     Query,
-    Scope,
-    scope_of,
     Timeline,
     bucket_key,
     cell_measures,
@@ -55,6 +51,7 @@ from footfall.services.query.reports._common import (
     read_timeline,
     read_type,
     read_unit,
+    scope_of,
     segmented,
     segmented_values,
     series_body,
@@ -62,6 +59,8 @@ from footfall.services.query.reports._common import (
     series_values,
     where_condition,
 )
+from footfall.shared.expr import compile_number, compile_on
+from footfall.shared.expr.typed import TNode
 from footfall.shared.sql import Sql, sql
 
 __all__ = [
@@ -97,10 +96,19 @@ class SegmentationRequest:
     def parse(cls, ctx: QueryContext, now: datetime) -> SegmentationRequest:
         p = ctx.params
         kind = read_type(p)
-        timeline = read_timeline(p, ctx.timezone, now, unit=read_unit(p, SEGMENT_UNITS),
-                                 allow_interval_days=kind != "general")
-        return cls(ctx.project_id, p.required("event"), timeline, kind, read_expr(p, "on"),
-                   read_expr(p, "where"), read_limit(p, 60), read_format(p))
+        timeline = read_timeline(
+            p, ctx.timezone, now, unit=read_unit(p, SEGMENT_UNITS), allow_interval_days=kind != "general"
+        )
+        return cls(
+            ctx.project_id,
+            p.required("event"),
+            timeline,
+            kind,
+            read_expr(p, "on"),
+            read_expr(p, "where"),
+            read_limit(p, 60),
+            read_format(p),
+        )
 
 
 def build(req: SegmentationRequest) -> Query:
@@ -109,8 +117,9 @@ def build(req: SegmentationRequest) -> Query:
     where = where_condition(req.where, binds)
     if req.on is not None:
         on = compile_on(req.on, binds)
-        text = segmented(scope, [req.event], req.timeline, on, where, None, req.type == "unique", req.limit, binds,
-                         kind=req.type)
+        text = segmented(
+            scope, [req.event], req.timeline, on, where, None, req.type == "unique", req.limit, binds, kind=req.type
+        )
     elif where is not None:
         text = counts_where(scope, [req.event], req.timeline, where, binds, kind=req.type)
     else:
@@ -150,11 +159,19 @@ class NumericRequest:
         p = ctx.params
         timeline = read_timeline(p, ctx.timezone, now, unit=read_unit(p, SEGMENT_UNITS))
         on = read_expr(p, "on", required=True)
-        assert on is not None
+        if on is None:
+            raise AssertionError("invariant: on is not None")
         buckets = p.integer("buckets", 10, minimum=1, maximum=MAX_NUMERIC_BUCKETS)
-        assert buckets is not None
-        return cls(ctx.project_id, p.required("event"), timeline, read_type(p), on, read_expr(p, "where"),
-                   buckets, read_format(p))
+        return cls(
+            ctx.project_id,
+            p.required("event"),
+            timeline,
+            read_type(p),
+            on,
+            read_expr(p, "where"),
+            buckets,
+            read_format(p),
+        )
 
 
 @dataclass(frozen=True)
@@ -207,8 +224,9 @@ def numeric_buckets(low: float, high: float, count: int) -> Buckets:
     n = max(1, math.ceil((hi_v - lo) / width))
     d = _decimals(width)
     labels = tuple(f"{_label(lo + j * width, d)} - {_label(lo + (j + 1) * width, d)}" for j in range(n))
-    edges = tuple(float(Decimal((lo + j * width).numerator) / Decimal((lo + j * width).denominator))
-                  for j in range(1, n))
+    edges = tuple(
+        float(Decimal((lo + j * width).numerator) / Decimal((lo + j * width).denominator)) for j in range(1, n)
+    )
     return Buckets(labels, edges)
 
 
@@ -223,8 +241,9 @@ def build_range(req: NumericRequest) -> Query:
     """min and max of the numeric `on` values (the first of the two queries)."""
     binds = Binds()
     number, source = _numeric_scan(req, binds)
-    return Query(sql("SELECT min(x), max(x), count() FROM (SELECT {} AS x FROM {}) WHERE isNotNull(x)",
-                     number, source), binds)
+    return Query(
+        sql("SELECT min(x), max(x), count() FROM (SELECT {} AS x FROM {}) WHERE isNotNull(x)", number, source), binds
+    )
 
 
 def build_numeric(req: NumericRequest, buckets: Buckets) -> Query:
@@ -234,11 +253,20 @@ def build_numeric(req: NumericRequest, buckets: Buckets) -> Query:
     last = binds.add(len(buckets.labels) - 1, "UInt32")
     bucket = bucket_key(sql("time"), req.timeline, binds)
     number, source = _numeric_scan(req, binds)
-    return Query(sql(
-        "SELECT least(arrayCount(e -> assumeNotNull(x) >= e, {}), {}) AS idx, bucket, {} "
-        "FROM (SELECT {} AS x, {} AS bucket, distinct_id FROM {}) "
-        "WHERE isNotNull(x) GROUP BY idx, bucket",
-        edges, last, cell_measures(req.type), number, bucket, source), binds)
+    return Query(
+        sql(
+            "SELECT least(arrayCount(e -> assumeNotNull(x) >= e, {}), {}) AS idx, bucket, {} "
+            "FROM (SELECT {} AS x, {} AS bucket, distinct_id FROM {}) "
+            "WHERE isNotNull(x) GROUP BY idx, bucket",
+            edges,
+            last,
+            cell_measures(req.type),
+            number,
+            bucket,
+            source,
+        ),
+        binds,
+    )
 
 
 def shape_numeric(rows: list[tuple[Any, ...]], req: NumericRequest, buckets: Buckets | None) -> dict[str, Any]:
@@ -279,7 +307,8 @@ class SumRequest:
         p = ctx.params
         timeline = read_timeline(p, ctx.timezone, now, unit=read_unit(p, SEGMENT_UNITS))
         on = read_expr(p, "on", required=True)
-        assert on is not None
+        if on is None:
+            raise AssertionError("invariant: on is not None")
         return cls(ctx.project_id, p.required("event"), timeline, on, read_expr(p, "where"))
 
 
@@ -287,16 +316,25 @@ def build_sum(req: SumRequest) -> Query:
     """(bucket, Kahan-compensated sum with non-numbers as 0.0, number of events)."""
     binds = Binds()
     where = where_condition(req.where, binds)
-    return Query(sql(
-        "SELECT bucket, sumKahan(ifNull(x, 0.)), count() FROM (SELECT {} AS x, {} AS bucket FROM {}) GROUP BY bucket",
-        compile_number(req.on, binds), bucket_key(sql("time"), req.timeline, binds),
-        final_events(scope_of(req.project_id, req.timeline), [req.event], where, binds)), binds)
+    return Query(
+        sql(
+            "SELECT bucket, sumKahan(ifNull(x, 0.)), count() "
+            "FROM (SELECT {} AS x, {} AS bucket FROM {}) GROUP BY bucket",
+            compile_number(req.on, binds),
+            bucket_key(sql("time"), req.timeline, binds),
+            final_events(scope_of(req.project_id, req.timeline), [req.event], where, binds),
+        ),
+        binds,
+    )
 
 
 def shape_sum(rows: list[tuple[Any, ...]], req: SumRequest, now: datetime) -> dict[str, Any]:
     sums = {bucket: float(total) for bucket, total, _ in rows}
-    return {"status": "ok", "computed_at": now.isoformat(),
-            "results": {key: sums.get(key, 0.0) for key in req.timeline.series}}
+    return {
+        "status": "ok",
+        "computed_at": now.isoformat(),
+        "results": {key: sums.get(key, 0.0) for key in req.timeline.series},
+    }
 
 
 def shape_average(rows: list[tuple[Any, ...]], req: SumRequest) -> dict[str, Any]:

@@ -19,9 +19,17 @@ from typing import Any
 import orjson
 
 from footfall.services.query.endpoints import QueryContext
-from footfall.shared.errors import ParamError
 from footfall.services.query.params import Params
-from footfall.services.query.reports._common import Binds, Query, Timeline, final_events, read_dates, scope_of, timeline_for_dates
+from footfall.services.query.reports._common import (
+    Binds,
+    Query,
+    Timeline,
+    final_events,
+    read_dates,
+    scope_of,
+    timeline_for_dates,
+)
+from footfall.shared.errors import ParamError
 from footfall.shared.sql import sql
 
 __all__ = ["MAX_EVENTS", "StreamRequest", "build", "parse_request", "shape", "stream"]
@@ -39,7 +47,8 @@ class StreamRequest:
 
 def parse_request(p: Params, project_id: int, timezone: str) -> StreamRequest:
     ids = p.json_list("distinct_ids", required=True)
-    assert ids is not None
+    if ids is None:
+        raise AssertionError("invariant: ids is not None")
     if len(ids) > MAX_IDS:
         raise ParamError(f"Error in distinct_ids: at most {MAX_IDS} ids")
     if not all(isinstance(i, str | int | float) and not isinstance(i, bool) for i in ids):

@@ -12,9 +12,9 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka.partitioner import DefaultPartitioner
 
 from footfall.services.gateway import kafka_sink
-from footfall.shared.errors import UnavailableError
 from footfall.services.gateway.kafka_sink import KafkaSink
 from footfall.shared.config import KafkaSettings
+from footfall.shared.errors import UnavailableError
 from footfall.shared.events import Event
 from footfall.shared.kafka import Topics, accepted_ms_of
 from footfall.shared.streams import EVENTS
@@ -40,8 +40,9 @@ def test_published_records_carry_key_partition_headers_and_the_event(kafka_boots
             await sink.publish(EVENTS, sent)
         finally:
             await sink.stop()
-        consumer = AIOKafkaConsumer(Topics.for_prefix(prefix).of(EVENTS), bootstrap_servers=kafka_bootstrap,
-                                    auto_offset_reset="earliest")
+        consumer = AIOKafkaConsumer(
+            Topics.for_prefix(prefix).of(EVENTS), bootstrap_servers=kafka_bootstrap, auto_offset_reset="earliest"
+        )
         await consumer.start()
         try:
             got: list = []  # type: ignore[type-arg]

@@ -24,15 +24,14 @@ import httpx
 import orjson
 import pytest
 
-from footfall.services.gateway.app import import_routes
+from footfall.services.gateway.app import INGESTION, import_routes
 from footfall.services.query import app as query_app
+from footfall.services.query.endpoints import QUERY
 from footfall.services.query.reports import _common
+from footfall.services.query.settings import QuerySettings
 from footfall.services.standalone.sink import EmbeddedSink
 from footfall.services.worker.enrich import Enricher
 from footfall.shared.auth import Authenticator
-from footfall.services.gateway.app import INGESTION
-from footfall.services.query.endpoints import QUERY
-from footfall.services.query.settings import QuerySettings
 from footfall.shared.config import ImportLimits
 from footfall.shared.metadata import MetadataRepository
 from footfall.shared.warehouse import ClickHouseWarehouse
@@ -63,7 +62,9 @@ class ReportEnv:
     def request(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
         return self._runner.run(self._client.request(method, url, **kwargs))
 
-    def query(self, project_id: int, path: str, params: dict[str, str], *, prefix: str = "/api/query") -> httpx.Response:
+    def query(
+        self, project_id: int, path: str, params: dict[str, str], *, prefix: str = "/api/query"
+    ) -> httpx.Response:
         """GET `prefix + path` with the project's secret (Basic `secret:`)."""
         return self.request("GET", prefix + path, params=params, auth=(secret_of(project_id), ""))
 
@@ -72,8 +73,13 @@ class ReportEnv:
         self._runner.close()
 
 
-def build_env(warehouse: ClickHouseWarehouse, zones: dict[int, str], settings: QuerySettings | None = None, *,
-              keep_data: bool = False) -> ReportEnv:
+def build_env(
+    warehouse: ClickHouseWarehouse,
+    zones: dict[int, str],
+    settings: QuerySettings | None = None,
+    *,
+    keep_data: bool = False,
+) -> ReportEnv:
     """Empty the store (unless `keep_data`), create the projects and credentials, build
     the app (no query limits unless `settings` says otherwise)."""
     if not keep_data:
@@ -110,8 +116,11 @@ def import_events(env: ReportEnv, project_id: int, events: list[dict[str, Any]])
     imported = 0
     for batch in _batches(events):
         r = env.request(
-            "POST", f"/import?strict=1&project_id={project_id}", content=orjson.dumps(batch),
-            headers={"Content-Type": "application/json"}, auth=(secret_of(project_id), ""),
+            "POST",
+            f"/import?strict=1&project_id={project_id}",
+            content=orjson.dumps(batch),
+            headers={"Content-Type": "application/json"},
+            auth=(secret_of(project_id), ""),
         )
         assert r.status_code == 200, r.text[:2000]
         imported += r.json()["num_records_imported"]
@@ -174,8 +183,12 @@ def diff(ours: Any, oracle: Any, path: str = "$") -> list[str]:
             out += diff(a, b, f"{path}[{i}]")
         return out
     numbers = (int, float)
-    if isinstance(oracle, numbers) and isinstance(ours, numbers) and not isinstance(oracle, bool) \
-            and not isinstance(ours, bool):
+    if (
+        isinstance(oracle, numbers)
+        and isinstance(ours, numbers)
+        and not isinstance(oracle, bool)
+        and not isinstance(ours, bool)
+    ):
         if isinstance(oracle, float) or isinstance(ours, float):
             if math.isclose(ours, oracle, rel_tol=1e-9, abs_tol=1e-9):
                 return []
@@ -187,9 +200,9 @@ def diff(ours: Any, oracle: Any, path: str = "$") -> list[str]:
     return []
 
 
-
-def check_against_oracle(env: ReportEnv, dataset: Dataset, project_id: int, path: str,
-                         params: dict[str, str], oracle: Any) -> None:
+def check_against_oracle(
+    env: ReportEnv, dataset: Dataset, project_id: int, path: str, params: dict[str, str], oracle: Any
+) -> None:
     """Call `path` on the service and compare the whole body with the oracle's."""
     spec = dataset.projects[project_id]
     expected = oracle(spec.events, spec.tz, params, dataset.now)

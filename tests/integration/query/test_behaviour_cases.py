@@ -34,32 +34,55 @@ _seq = iter(range(1, 1_000_000))
 def ev(name: str, user: str, at: str, **props: Any) -> dict[str, Any]:
     """An import event at `at` (UTC, `YYYY-MM-DD HH:MM:SS[.fff]`)."""
     t = datetime.fromisoformat(at).replace(tzinfo=UTC)
-    return {"event": name, "properties": {"time": int(t.timestamp() * 1000), "distinct_id": user,
-                                          "$insert_id": f"case-{next(_seq)}", **props}}
+    return {
+        "event": name,
+        "properties": {
+            "time": int(t.timestamp() * 1000),
+            "distinct_id": user,
+            "$insert_id": f"case-{next(_seq)}",
+            **props,
+        },
+    }
 
 
 DAY = "2024-03-05"
 EVENTS = [
     # §2.1 loose order
-    ev("A", "full", f"{DAY} 10:00:00"), ev("B", "full", f"{DAY} 10:01:00"), ev("D", "full", f"{DAY} 10:02:00"),
-    ev("C", "full", f"{DAY} 10:03:00"), ev("D", "full", f"{DAY} 10:04:00"), ev("E", "full", f"{DAY} 10:05:00"),
-    ev("A", "no-d", f"{DAY} 11:00:00"), ev("B", "no-d", f"{DAY} 11:01:00"), ev("C", "no-d", f"{DAY} 11:02:00"),
+    ev("A", "full", f"{DAY} 10:00:00"),
+    ev("B", "full", f"{DAY} 10:01:00"),
+    ev("D", "full", f"{DAY} 10:02:00"),
+    ev("C", "full", f"{DAY} 10:03:00"),
+    ev("D", "full", f"{DAY} 10:04:00"),
+    ev("E", "full", f"{DAY} 10:05:00"),
+    ev("A", "no-d", f"{DAY} 11:00:00"),
+    ev("B", "no-d", f"{DAY} 11:01:00"),
+    ev("C", "no-d", f"{DAY} 11:02:00"),
     ev("E", "no-d", f"{DAY} 11:03:00"),
     # §2.1 window (1 hour): converts to B only
-    ev("A", "window", f"{DAY} 01:00:00"), ev("A", "window", f"{DAY} 01:30:00"), ev("B", "window", f"{DAY} 01:45:00"),
+    ev("A", "window", f"{DAY} 01:00:00"),
+    ev("A", "window", f"{DAY} 01:30:00"),
+    ev("B", "window", f"{DAY} 01:45:00"),
     ev("C", "window", f"{DAY} 02:15:00"),
     # grace: B 1.5 s before A converts, 2.5 s before does not
-    ev("B", "grace-in", f"{DAY} 12:00:00"), ev("A", "grace-in", f"{DAY} 12:00:01.500"),
-    ev("B", "grace-out", f"{DAY} 13:00:00"), ev("A", "grace-out", f"{DAY} 13:00:02.500"),
+    ev("B", "grace-in", f"{DAY} 12:00:00"),
+    ev("A", "grace-in", f"{DAY} 12:00:01.500"),
+    ev("B", "grace-out", f"{DAY} 13:00:00"),
+    ev("A", "grace-out", f"{DAY} 13:00:02.500"),
     # the window's end is inclusive (exactly 1 h after A)
-    ev("A", "edge", f"{DAY} 14:00:00"), ev("B", "edge", f"{DAY} 15:00:00"), ev("C", "edge", f"{DAY} 15:00:00.001"),
+    ev("A", "edge", f"{DAY} 14:00:00"),
+    ev("B", "edge", f"{DAY} 15:00:00"),
+    ev("C", "edge", f"{DAY} 15:00:00.001"),
     # entry on to_date, completion the next day
-    ev("A", "late", "2024-03-06 23:30:00"), ev("B", "late", "2024-03-07 00:20:00"),
+    ev("A", "late", "2024-03-06 23:30:00"),
+    ev("B", "late", "2024-03-07 00:20:00"),
     # empty distinct_id is nobody
-    ev("A", "", f"{DAY} 16:00:00"), ev("B", "", f"{DAY} 16:01:00"),
+    ev("A", "", f"{DAY} 16:00:00"),
+    ev("B", "", f"{DAY} 16:01:00"),
     # retention: born on the 5th; the birth itself is not a return, the same-instant event is
-    ev("Sign Up", "ret", f"{DAY} 09:00:00"), ev("Open", "ret", f"{DAY} 09:00:00"),
-    ev("Open", "ret", "2024-03-06 08:59:59"), ev("Open", "ret", "2024-03-06 09:00:00"),
+    ev("Sign Up", "ret", f"{DAY} 09:00:00"),
+    ev("Open", "ret", f"{DAY} 09:00:00"),
+    ev("Open", "ret", "2024-03-06 08:59:59"),
+    ev("Open", "ret", "2024-03-06 09:00:00"),
     ev("Sign Up", "ret-self", f"{DAY} 09:00:00"),
 ]
 DUPLICATE = ev("View", "dup", f"{DAY} 18:00:00")
@@ -69,8 +92,12 @@ FUNNELS = {
     "abcde": {"name": "abcde", "steps": [{"event": s} for s in "ABCDE"], "length": 1, "length_unit": "day"},
     "abc-1h": {"name": "abc-1h", "steps": [{"event": s} for s in "ABC"], "length": 1, "length_unit": "hour"},
     "ab": {"name": "ab", "steps": [{"event": "A"}, {"event": "B"}], "length": 1, "length_unit": "hour"},
-    "view-view": {"name": "view-view", "steps": [{"event": "View"}, {"event": "View"}], "length": 1,
-                  "length_unit": "day"},
+    "view-view": {
+        "name": "view-view",
+        "steps": [{"event": "View"}, {"event": "View"}],
+        "length": 1,
+        "length_unit": "day",
+    },
 }
 
 
@@ -121,7 +148,7 @@ def test_window_from_the_first_step_event(env: tuple[ReportEnv, dict[str, int]])
     # window: A 1:00 (not 1:30) starts the hour: B at 1:45 converts, C at 2:15 does not.
     # full/no-d reach C within minutes; edge: B exactly 1 h after A converts, C 1 ms later does not.
     assert _counts(body) == [6, 5, 2]
-    window = [s for s in body["data"][DAY]["steps"]]
+    window = list(body["data"][DAY]["steps"])
     assert window[1]["step_conv_ratio"] == 5 / 6 and window[2]["overall_conv_ratio"] == 2 / 6
 
 
@@ -163,7 +190,12 @@ def test_empty_distinct_id_and_duplicates_in_frequency(env: tuple[ReportEnv, dic
     assert r.status_code == 200
     assert not diff(r.json(), frequency.frequency(EVENTS, TZ, params, NOW))
     row = r.json()["data"][DAY]
-    users = {e["properties"]["distinct_id"] for e in EVENTS if e["properties"]["time"] < 1709683200000
-             and e["properties"]["time"] >= 1709596800000 and e["properties"]["distinct_id"]}
+    users = {
+        e["properties"]["distinct_id"]
+        for e in EVENTS
+        if e["properties"]["time"] < 1709683200000
+        and e["properties"]["time"] >= 1709596800000
+        and e["properties"]["distinct_id"]
+    }
     assert row[0] == len(users)  # everyone active on the day, "" excluded, "dup" once
     assert len(row) == 24

@@ -62,15 +62,17 @@ FUNNEL_CASES: dict[str, Case] = {
     "where": lambda s: rng(s, where='properties["plan"] == "pro"'),
     "on": lambda s: rng(s, on='properties["plan"]', unit="week"),
     "on-list-limit": lambda s: rng(s, on='properties["tags"]', limit="2"),
-    "on-where-interval": lambda s: rng(s, on='properties["$browser"]', where='defined(properties["price"])',
-                                       interval="7"),
+    "on-where-interval": lambda s: rng(
+        s, on='properties["$browser"]', where='defined(properties["price"])', interval="7"
+    ),
 }
 
 
 @pytest.mark.parametrize("case", FUNNEL_CASES, ids=list(FUNNEL_CASES))
 @pytest.mark.parametrize("pid", PROJECTS, ids=[f"p{p}" for p in PROJECTS])
-def test_funnels_match_oracle(loaded: tuple[ReportEnv, Dataset, dict[tuple[int, int], int]], pid: int,
-                              case: str) -> None:
+def test_funnels_match_oracle(
+    loaded: tuple[ReportEnv, Dataset, dict[tuple[int, int], int]], pid: int, case: str
+) -> None:
     env, dataset, saved = loaded
     spec = dataset.projects[pid]
     for fid, definition in sorted(dataset.funnels.items()):
@@ -96,18 +98,33 @@ def test_funnels_list(loaded: tuple[ReportEnv, Dataset, dict[tuple[int, int], in
         ({"funnel_id": "999999", "from_date": "2024-03-05", "to_date": "2024-03-06"}, 404, "funnel_id"),
         ({"funnel_id": "{f}", "to_date": "2024-03-06"}, 400, "from_date"),
         ({"funnel_id": "{f}", "from_date": "2024-03-05", "to_date": "2024-03-06", "length": "91"}, 400, "90 days"),
-        ({"funnel_id": "{f}", "from_date": "2024-03-05", "to_date": "2024-03-06", "length_unit": "week"}, 400,
-         "length_unit"),
+        (
+            {"funnel_id": "{f}", "from_date": "2024-03-05", "to_date": "2024-03-06", "length_unit": "week"},
+            400,
+            "length_unit",
+        ),
         ({"funnel_id": "{f}", "from_date": "2024-03-05", "to_date": "2024-03-06", "unit": "hour"}, 400, "unit"),
-        ({"funnel_id": "{f}", "from_date": "2024-03-05", "to_date": "2024-03-06", "where": "properties["}, 400,
-         "Error in where: syntax error at position"),
+        (
+            {"funnel_id": "{f}", "from_date": "2024-03-05", "to_date": "2024-03-06", "where": "properties["},
+            400,
+            "Error in where: syntax error at position",
+        ),
         ({"funnel_id": "{f}", "from_date": "2024-03-05", "to_date": "2024-03-06", "limit": "10001"}, 400, "limit"),
     ],
-    ids=["no-funnel-id", "unknown-funnel", "no-from-date", "window-over-90-days", "bad-length-unit",
-         "bad-unit", "bad-where", "limit-too-large"],
+    ids=[
+        "no-funnel-id",
+        "unknown-funnel",
+        "no-from-date",
+        "window-over-90-days",
+        "bad-length-unit",
+        "bad-unit",
+        "bad-where",
+        "limit-too-large",
+    ],
 )
-def test_funnel_errors(loaded: tuple[ReportEnv, Dataset, dict[tuple[int, int], int]], params: dict[str, str],
-                       status: int, message: str) -> None:
+def test_funnel_errors(
+    loaded: tuple[ReportEnv, Dataset, dict[tuple[int, int], int]], params: dict[str, str], status: int, message: str
+) -> None:
     env, _, saved = loaded
     params = {k: v.replace("{f}", str(saved[(1, 1)])) for k, v in params.items()}
     r = env.query(1, "/funnels", params)
@@ -130,28 +147,46 @@ RETENTION_CASES: dict[str, Case] = {
     "birth": lambda s: rng(s, born_event="Sign Up"),
     "birth-event-interval-count": lambda s: rng(s, born_event="Sign Up", event="Purchase", interval_count="7"),
     "birth-same-event": lambda s: rng(s, born_event="App Open", event="App Open", interval_count="3"),
-    "birth-born-where-where": lambda s: rng(s, born_event="App Open", born_where='properties["plan"] == "pro"',
-                                            where='properties["$browser"] != "Safari"', interval_count="4"),
-    "birth-interval-2-unbounded": lambda s: rng(s, born_event="Sign Up", interval="2", interval_count="5",
-                                                unbounded_retention="true"),
+    "birth-born-where-where": lambda s: rng(
+        s,
+        born_event="App Open",
+        born_where='properties["plan"] == "pro"',
+        where='properties["$browser"] != "Safari"',
+        interval_count="4",
+    ),
+    "birth-interval-2-unbounded": lambda s: rng(
+        s, born_event="Sign Up", interval="2", interval_count="5", unbounded_retention="true"
+    ),
     "birth-week": lambda s: rng(s, born_event="App Open", unit="week", interval_count="3"),
-    "birth-month": lambda s: {"from_date": "2024-03-01", "to_date": "2024-04-14", "born_event": "App Open",
-                              "unit": "month", "interval_count": "2"},
+    "birth-month": lambda s: {
+        "from_date": "2024-03-01",
+        "to_date": "2024-04-14",
+        "born_event": "App Open",
+        "unit": "month",
+        "interval_count": "2",
+    },
     "compounded": lambda s: rng(s, retention_type="compounded", event="App Open", interval_count="5"),
     "compounded-all-events-week": lambda s: rng(s, retention_type="compounded", unit="week", interval_count="2"),
-    "compounded-where-unbounded": lambda s: rng(s, retention_type="compounded", event="View Item",
-                                                where='defined(properties["price"])', interval_count="6",
-                                                unbounded_retention="1"),
+    "compounded-where-unbounded": lambda s: rng(
+        s,
+        retention_type="compounded",
+        event="View Item",
+        where='defined(properties["price"])',
+        interval_count="6",
+        unbounded_retention="1",
+    ),
     "on": lambda s: rng(s, born_event="App Open", on='properties["plan"]', interval_count="3"),
-    "on-list-limit-compounded": lambda s: rng(s, retention_type="compounded", event="View Item",
-                                              on='properties["tags"]', limit="2", interval_count="2"),
+    "on-list-limit-compounded": lambda s: rng(
+        s, retention_type="compounded", event="View Item", on='properties["tags"]', limit="2", interval_count="2"
+    ),
 }
 
 
 @pytest.mark.parametrize("case", RETENTION_CASES, ids=list(RETENTION_CASES))
 @pytest.mark.parametrize("pid", PROJECTS, ids=[f"p{p}" for p in PROJECTS])
-def test_retention_matches_oracle(loaded: tuple[ReportEnv, Dataset, dict[tuple[int, int], int]], pid: int,
-                                  case: str) -> None:
+def test_retention_matches_oracle(
+    loaded: tuple[ReportEnv, Dataset, dict[tuple[int, int], int]], pid: int, case: str
+) -> None:
     env, dataset, _ = loaded
     spec = dataset.projects[pid]
     params = RETENTION_CASES[case](spec)
@@ -163,16 +198,21 @@ FREQUENCY_CASES: dict[str, Case] = {
     "day-hour": lambda s: rng(s, unit="day", addiction_unit="hour"),
     "week-day-event": lambda s: rng(s, unit="week", addiction_unit="day", event="App Open"),
     "week-hour-where": lambda s: rng(s, unit="week", addiction_unit="hour", where='properties["plan"] != "free"'),
-    "month-day": lambda s: {"from_date": "2024-03-01", "to_date": "2024-04-14", "unit": "month",
-                            "addiction_unit": "day"},
+    "month-day": lambda s: {
+        "from_date": "2024-03-01",
+        "to_date": "2024-04-14",
+        "unit": "month",
+        "addiction_unit": "day",
+    },
     "on-limit": lambda s: rng(s, unit="week", addiction_unit="day", on='properties["$browser"]', limit="2"),
 }
 
 
 @pytest.mark.parametrize("case", FREQUENCY_CASES, ids=list(FREQUENCY_CASES))
 @pytest.mark.parametrize("pid", PROJECTS, ids=[f"p{p}" for p in PROJECTS])
-def test_frequency_matches_oracle(loaded: tuple[ReportEnv, Dataset, dict[tuple[int, int], int]], pid: int,
-                                  case: str) -> None:
+def test_frequency_matches_oracle(
+    loaded: tuple[ReportEnv, Dataset, dict[tuple[int, int], int]], pid: int, case: str
+) -> None:
     env, dataset, _ = loaded
     spec = dataset.projects[pid]
     params = FREQUENCY_CASES[case](spec)
@@ -193,7 +233,6 @@ def _some_ids(spec: ProjectSpec) -> list[object]:
 
 @pytest.mark.parametrize("pid", PROJECTS, ids=[f"p{p}" for p in PROJECTS])
 def test_stream_matches_oracle(loaded: tuple[ReportEnv, Dataset, dict[tuple[int, int], int]], pid: int) -> None:
-    import json
 
     env, dataset, _ = loaded
     spec = dataset.projects[pid]
@@ -205,11 +244,19 @@ def test_stream_matches_oracle(loaded: tuple[ReportEnv, Dataset, dict[tuple[int,
 INSIGHTS_CASES: dict[str, dict[str, object]] = {
     "day-general": {"events": ["App Open", "View Item", "Never Happened"], "unit": "day"},
     "hour-unique": {"events": ["Purchase"], "unit": "hour", "type_of_count": "unique"},
-    "week-average-where": {"events": ["View Item", "Search"], "unit": "week", "type_of_count": "average",
-                           "where": 'properties["plan"] == "pro"'},
+    "week-average-where": {
+        "events": ["View Item", "Search"],
+        "unit": "week",
+        "type_of_count": "average",
+        "where": 'properties["plan"] == "pro"',
+    },
     "month-on": {"events": ["App Open", "Purchase"], "unit": "month", "on": 'properties["$browser"]', "limit": 2},
-    "last-days-unique-on": {"events": ["View Item"], "type_of_count": "unique", "on": 'properties["tags"]',
-                            "last_days": 10},
+    "last-days-unique-on": {
+        "events": ["View Item"],
+        "type_of_count": "unique",
+        "on": 'properties["tags"]',
+        "last_days": 10,
+    },
 }
 
 
@@ -226,8 +273,12 @@ def _insights_expected(spec: ProjectSpec, dataset: Dataset, params: dict[str, ob
         first, last = today - timedelta(days=int(params["last_days"]) - 1), today  # type: ignore[arg-type]
     else:
         first, last = date.fromisoformat(spec.from_date), date.fromisoformat(spec.to_date)
-    base = {"from_date": first.isoformat(), "to_date": last.isoformat(), "unit": str(params.get("unit", "day")),
-            "type": str(params.get("type_of_count", "general"))}
+    base = {
+        "from_date": first.isoformat(),
+        "to_date": last.isoformat(),
+        "unit": str(params.get("unit", "day")),
+        "type": str(params.get("type_of_count", "general")),
+    }
     if "where" in params:
         base["where"] = str(params["where"])
     names = [str(e) for e in params["events"]]  # type: ignore[attr-defined]
@@ -242,14 +293,17 @@ def _insights_expected(spec: ProjectSpec, dataset: Dataset, params: dict[str, ob
     if "on" not in params:
         return {name: stamp(values(name)[name]) for name in names}
     on = {"on": str(params["on"]), "limit": str(params.get("limit", 60))}
-    return {name: {"$overall": stamp(values(name)[name]), **{k: stamp(v) for k, v in values(name, **on).items()}}
-            for name in names}
+    return {
+        name: {"$overall": stamp(values(name)[name]), **{k: stamp(v) for k, v in values(name, **on).items()}}
+        for name in names
+    }
 
 
 @pytest.mark.parametrize("case", INSIGHTS_CASES, ids=list(INSIGHTS_CASES))
 @pytest.mark.parametrize("pid", (2, 4), ids=["p2", "p4"])
-def test_insights_match_oracle(loaded: tuple[ReportEnv, Dataset, dict[tuple[int, int], int]], pid: int,
-                               case: str) -> None:
+def test_insights_match_oracle(
+    loaded: tuple[ReportEnv, Dataset, dict[tuple[int, int], int]], pid: int, case: str
+) -> None:
     from footfall.shared.saved import parse_bookmark
 
     env, dataset, _ = loaded

@@ -22,10 +22,10 @@ from footfall.services.query.reports import frequency, retention
 from footfall.services.query.reports.funnels import build, parse_request, shape
 from footfall.services.worker.enrich import Enricher
 from footfall.services.worker.store import store_batch
-from footfall.shared.streams import EVENTS
 from footfall.shared.config import ImportLimits
 from footfall.shared.events.validate import validate_batch
 from footfall.shared.saved import SavedFunnel, parse_funnel
+from footfall.shared.streams import EVENTS
 from footfall.shared.warehouse import ClickHouseWarehouse
 from tests.integration.query.report_env import diff
 from tests.oracle import frequency as oracle_frequency
@@ -48,9 +48,15 @@ def _events(rng: random.Random, case: int) -> list[dict[str, Any]]:
         t = BASE + rng.randint(0, 3 * 86_400_000)
         for _ in range(rng.randint(1, 12)):
             t += rng.choice(GAPS)
-            e = {"event": rng.choice(NAMES), "properties": {
-                "time": t, "distinct_id": uid, "$insert_id": f"r{case}-{len(out)}-{rng.randint(0, 2)}",
-                "p": rng.choice(["x", "y", 1, None])}}
+            e = {
+                "event": rng.choice(NAMES),
+                "properties": {
+                    "time": t,
+                    "distinct_id": uid,
+                    "$insert_id": f"r{case}-{len(out)}-{rng.randint(0, 2)}",
+                    "p": rng.choice(["x", "y", 1, None]),
+                },
+            }
             out.append(e)
             if rng.random() < 0.1:  # an exact duplicate
                 out.append(json.loads(json.dumps(e)))
@@ -65,8 +71,9 @@ def _events(rng: random.Random, case: int) -> list[dict[str, Any]]:
 
 def _load(warehouse: ClickHouseWarehouse, events: list[dict[str, Any]]) -> None:
     warehouse.command("TRUNCATE TABLE events")
-    valid, failures = validate_batch(events, project_id=1, strict=True, limits=ImportLimits(),
-                                     now_ms=BASE + 10 * 86_400_000, body_bytes=0)
+    valid, failures = validate_batch(
+        events, project_id=1, strict=True, limits=ImportLimits(), now_ms=BASE + 10 * 86_400_000, body_bytes=0
+    )
     assert not failures
     for ingested, event in enumerate(valid, start=1):  # one part per event: duplicates stay unmerged
         store_batch(EVENTS, warehouse, Enricher(None), [event], ingested)
@@ -81,8 +88,12 @@ def _funnel(rng: random.Random) -> dict[str, Any]:
             steps.append({"event": rng.choice(NAMES)})
         if rng.random() < 0.2:
             steps[-1]["selector"] = 'properties["p"] == "x"'
-    return {"name": "random", "steps": steps, "length": rng.choice([1, 2, 90]),
-            "length_unit": rng.choice(["second", "hour", "day"])}
+    return {
+        "name": "random",
+        "steps": steps,
+        "length": rng.choice([1, 2, 90]),
+        "length_unit": rng.choice(["second", "hour", "day"]),
+    }
 
 
 def _check(warehouse: ClickHouseWarehouse, events: list[dict[str, Any]], rng: random.Random) -> list[str]:
@@ -90,30 +101,53 @@ def _check(warehouse: ClickHouseWarehouse, events: list[dict[str, Any]], rng: ra
     definition = _funnel(rng)
     name, parsed = parse_funnel(definition)
     saved = SavedFunnel(1, 1, name, parsed, datetime.now(UTC), datetime.now(UTC))
-    params = {**RANGE, **rng.choice([{}, {"unit": "week"}, {"interval": "2"}, {"on": 'properties["p"]'},
-                                     {"where": 'properties["p"] != 1'}])}
+    params = {
+        **RANGE,
+        **rng.choice(
+            [{}, {"unit": "week"}, {"interval": "2"}, {"on": 'properties["p"]'}, {"where": 'properties["p"] != 1'}]
+        ),
+    }
     req = parse_request(Params(params), saved, 1, TZ)
     q = build(req)
     got = shape(warehouse.query(q.text, q.binds.values), req)
-    problems += [f"funnels {definition} {params}: {p}" for p in
-                 diff(got, oracle_funnels.funnels(events, TZ, params, definition))[:3]]
+    problems += [
+        f"funnels {definition} {params}: {p}"
+        for p in diff(got, oracle_funnels.funnels(events, TZ, params, definition))[:3]
+    ]
 
-    rparams = {**RANGE, "born_event": rng.choice(NAMES), "interval_count": "3", **rng.choice([
-        {}, {"event": rng.choice(NAMES)}, {"retention_type": "compounded"},
-        {"retention_type": "compounded", "event": "A", "on": 'properties["p"]'},
-        {"unbounded_retention": "1", "unit": "week"}, {"interval": "2", "where": 'properties["p"] == "x"'}])}
+    rparams = {
+        **RANGE,
+        "born_event": rng.choice(NAMES),
+        "interval_count": "3",
+        **rng.choice(
+            [
+                {},
+                {"event": rng.choice(NAMES)},
+                {"retention_type": "compounded"},
+                {"retention_type": "compounded", "event": "A", "on": 'properties["p"]'},
+                {"unbounded_retention": "1", "unit": "week"},
+                {"interval": "2", "where": 'properties["p"] == "x"'},
+            ]
+        ),
+    }
     rreq = retention.parse_request(Params(rparams), 1, TZ)
     rq = retention.build(rreq)
     got = retention.shape(warehouse.query(rq.text, rq.binds.values), rreq)
     problems += [f"retention {rparams}: {p}" for p in diff(got, oracle_retention.retention(events, TZ, rparams))[:3]]
 
-    fparams = {**RANGE, **rng.choice([{"unit": "day", "addiction_unit": "hour"},
-                                      {"unit": "week", "addiction_unit": "day", "on": 'properties["p"]'}])}
+    fparams = {
+        **RANGE,
+        **rng.choice(
+            [
+                {"unit": "day", "addiction_unit": "hour"},
+                {"unit": "week", "addiction_unit": "day", "on": 'properties["p"]'},
+            ]
+        ),
+    }
     freq = frequency.parse_request(Params(fparams), 1, TZ)
     fq = frequency.build(freq)
     got = frequency.shape(warehouse.query(fq.text, fq.binds.values), freq)
-    problems += [f"frequency {fparams}: {p}" for p in
-                 diff(got, oracle_frequency.frequency(events, TZ, fparams))[:3]]
+    problems += [f"frequency {fparams}: {p}" for p in diff(got, oracle_frequency.frequency(events, TZ, fparams))[:3]]
     return problems
 
 

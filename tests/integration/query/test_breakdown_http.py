@@ -21,8 +21,10 @@ T0 = 1_710_000_000  # 2024-03-09T16:00:00Z
 
 
 def _event(name: str, t: int, user: str, **props: object) -> dict[str, object]:
-    return {"event": name, "properties": {"time": t, "distinct_id": user, "$insert_id": f"{name[:3]}-{t}-{user}",
-                                          **props}}
+    return {
+        "event": name,
+        "properties": {"time": t, "distinct_id": user, "$insert_id": f"{name[:3]}-{t}-{user}", **props},
+    }
 
 
 EVENTS = [
@@ -54,17 +56,21 @@ def test_paths_methods_and_auth_variants(env: ReportEnv, prefix: str, slash: str
     got = env.request("GET", url, params=params, headers=sa_auth())
     posted = env.request("POST", url, data=params, headers=sa_auth())
     by_secret = env.query(1, f"/segmentation{slash}", {"event": "Play", **RANGE}, prefix=prefix)
-    expected = {"data": {"series": ["2024-03-09", "2024-03-10"], "values": {"Play": {"2024-03-09": 2,
-                                                                                      "2024-03-10": 1}}},
-                "legend_size": 1}
+    expected = {
+        "data": {"series": ["2024-03-09", "2024-03-10"], "values": {"Play": {"2024-03-09": 2, "2024-03-10": 1}}},
+        "legend_size": 1,
+    }
     for r in (got, posted, by_secret):
         assert r.status_code == 200, r.text
         assert r.json() == expected
 
 
 def test_list_parameters_are_json_strings(env: ReportEnv) -> None:
-    r = env.query(1, "/events/properties", {"event": "Play", "name": "genre", "values": '["rock"]', "type": "unique",
-                                            "unit": "day", **RANGE})
+    r = env.query(
+        1,
+        "/events/properties",
+        {"event": "Play", "name": "genre", "values": '["rock"]', "type": "unique", "unit": "day", **RANGE},
+    )
     assert r.json()["data"]["values"] == {"rock": {"2024-03-09": 1, "2024-03-10": 1}}
 
 
@@ -72,10 +78,18 @@ def test_list_parameters_are_json_strings(env: ReportEnv) -> None:
     ("path", "params", "header", "first_row"),
     [
         ("/segmentation", {"event": "Play", **RANGE}, "segment,date,value", "Play,2024-03-09,2"),
-        ("/events", {"event": '["Stop"]', "type": "general", "unit": "day", **RANGE}, "segment,date,value",
-         "Stop,2024-03-09,1"),
-        ("/events/properties", {"event": "Play", "name": "genre", "type": "general", "unit": "day", **RANGE},
-         "segment,date,value", "rock,2024-03-09,1"),
+        (
+            "/events",
+            {"event": '["Stop"]', "type": "general", "unit": "day", **RANGE},
+            "segment,date,value",
+            "Stop,2024-03-09,1",
+        ),
+        (
+            "/events/properties",
+            {"event": "Play", "name": "genre", "type": "general", "unit": "day", **RANGE},
+            "segment,date,value",
+            "rock,2024-03-09,1",
+        ),
     ],
     ids=["segmentation", "events", "properties"],
 )
@@ -98,10 +112,16 @@ def test_csv_format(env: ReportEnv, path: str, params: dict[str, str], header: s
         ("/segmentation", {"event": "Play", "limit": "10001", **RANGE}, "Error in limit: must be at most 10000"),
         ("/segmentation", {"event": "Play", "limit": "ten", **RANGE}, "Error in limit"),
         ("/segmentation", {"event": "Play", "format": "xml", **RANGE}, "Error in format"),
-        ("/segmentation", {"event": "Play", "where": 'properties["genre"] == ', **RANGE},
-         "Error in where: syntax error at position 23: expected"),
-        ("/segmentation", {"event": "Play", "on": 'properties["genre"', **RANGE},
-         "Error in on: syntax error at position 18: expected"),
+        (
+            "/segmentation",
+            {"event": "Play", "where": 'properties["genre"] == ', **RANGE},
+            "Error in where: syntax error at position 23: expected",
+        ),
+        (
+            "/segmentation",
+            {"event": "Play", "on": 'properties["genre"', **RANGE},
+            "Error in on: syntax error at position 18: expected",
+        ),
         ("/segmentation", {"event": "Play", "where": 'nosuch(properties["x"])', **RANGE}, "Error in where: invalid"),
         ("/segmentation", {"event": "Play", "where": 'user["x"] == 1', **RANGE}, "Error in where"),
         ("/segmentation/numeric", {"event": "Play", **RANGE}, "Missing required parameter: on"),
@@ -111,8 +131,11 @@ def test_csv_format(env: ReportEnv, path: str, params: dict[str, str], header: s
         ("/events", {"type": "general", "unit": "day", **RANGE}, "Missing required parameter: event"),
         ("/events", {"event": "Play", "type": "general", **RANGE}, "Error in event: must be a JSON array"),
         ("/events", {"event": '["Play"]', "type": "general", "interval": "0"}, "Error in interval"),
-        ("/events", {"event": '["Play"]', "unit": "minute", "from_date": "2020-01-01", "to_date": "2024-01-01"},
-         "Error in unit: the range holds more than"),
+        (
+            "/events",
+            {"event": '["Play"]', "unit": "minute", "from_date": "2020-01-01", "to_date": "2024-01-01"},
+            "Error in unit: the range holds more than",
+        ),
         ("/events/top", {"type": "sum"}, "Error in type"),
         ("/events/names", {"limit": "0"}, "Error in limit: must be at least 1"),
         ("/events/properties", {"event": "Play", **RANGE}, "Missing required parameter: name"),
@@ -147,8 +170,7 @@ def test_projects_are_isolated(env: ReportEnv) -> None:
 
 
 def test_rate_limit_answers_429_with_retry_after(env: ReportEnv) -> None:
-    limited = build_env(env.warehouse, {1: "UTC"}, QuerySettings(rate_per_hour=2, concurrency=5),
-                        keep_data=True)
+    limited = build_env(env.warehouse, {1: "UTC"}, QuerySettings(rate_per_hour=2, concurrency=5), keep_data=True)
     try:
         statuses = [limited.query(1, "/events/names", {"type": "general"}).status_code for _ in range(3)]
         r = limited.query(1, "/events/names", {"type": "general"})

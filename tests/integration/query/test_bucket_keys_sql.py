@@ -39,8 +39,14 @@ def test_sql_bucket_keys_equal_python(warehouse: ClickHouseWarehouse, tz: str) -
     start = datetime(2024, 3, 8, tzinfo=UTC)
     step_ms = 7 * 60_000 + 13_457  # odd step: every minute-of-hour and second phase gets visited
     count = 24_000  # about 128 days: every 2024 DST change of the northern zones and Lord Howe's April one
-    cases = [("minute", None, 0), ("hour", None, 0), ("day", None, 0), ("week", None, 0), ("month", None, 0),
-             ("day", date(2024, 3, 9), 4)]
+    cases = [
+        ("minute", None, 0),
+        ("hour", None, 0),
+        ("day", None, 0),
+        ("week", None, 0),
+        ("month", None, 0),
+        ("day", date(2024, 3, 9), 4),
+    ]
     for unit, anchor, width in cases:
         tl = timeline_for_dates(date(2024, 3, 9), date(2024, 3, 10), tz, unit, width or None)
         binds = Binds()
@@ -48,8 +54,15 @@ def test_sql_bucket_keys_equal_python(warehouse: ClickHouseWarehouse, tz: str) -
         key = bucket_key(ts, tl, binds)
         binds_start = binds.add(start, "DateTime64(3, 'UTC')")
         binds_step = binds.add(step_ms, "UInt32")
-        text = render(sql("SELECT number, {} FROM (SELECT number, {} + toIntervalMillisecond(number * {}) AS t "
-                          "FROM numbers(24000)) ORDER BY number", key, binds_start, binds_step))
+        text = render(
+            sql(
+                "SELECT number, {} FROM (SELECT number, {} + toIntervalMillisecond(number * {}) AS t "
+                "FROM numbers(24000)) ORDER BY number",
+                key,
+                binds_start,
+                binds_step,
+            )
+        )
         rows = warehouse.query(text, binds.values)
         assert len(rows) == count
         for n, got in rows:

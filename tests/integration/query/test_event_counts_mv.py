@@ -17,8 +17,8 @@ from footfall.services.query.params import Params
 from footfall.services.query.reports import _common, events
 from footfall.services.worker.enrich import Enricher
 from footfall.services.worker.store import store_batch
-from footfall.shared.streams import EVENTS as EVENT_STREAM
 from footfall.shared.events import Event
+from footfall.shared.streams import EVENTS as EVENT_STREAM
 from footfall.shared.warehouse import ClickHouseWarehouse
 
 pytestmark = pytest.mark.warehouse
@@ -105,8 +105,9 @@ def test_duplicates_inserted_directly_count_once(store: ClickHouseWarehouse) -> 
     ],
     ids=["kathmandu-day", "kathmandu-hour", "kolkata-day", "kolkata-hour"],
 )
-def test_fractional_offset_zones_are_exact(store: ClickHouseWarehouse, tz: str, unit: str,
-                                           expected_open: dict[str, int]) -> None:
+def test_fractional_offset_zones_are_exact(
+    store: ClickHouseWarehouse, tz: str, unit: str, expected_open: dict[str, int]
+) -> None:
     _insert(store, EVENTS, _ms("2024-05-03T00:00:00"))
     _insert(store, EVENTS, _ms("2024-05-03T00:00:01"))
     via_mv, via_raw = _events(store, tz, type="general", unit=unit, from_date="2024-05-01", to_date="2024-05-02")

@@ -38,8 +38,13 @@ EVENTS: dict[str, Case] = {
     "unique-week": lambda s: rng(s, event=NAMES, type="unique", unit="week"),
     "average-month": lambda s: rng(s, event=NAMES, type="average", unit="month"),
     "unique-hour": lambda s: rng(s, event='["View Item"]', type="unique", unit="hour"),
-    "minute-dst": lambda s: {"event": '["App Open","View Item"]', "type": "general", "unit": "minute",
-                             "from_date": "2024-03-31", "to_date": "2024-03-31"},
+    "minute-dst": lambda s: {
+        "event": '["App Open","View Item"]',
+        "type": "general",
+        "unit": "minute",
+        "from_date": "2024-03-31",
+        "to_date": "2024-03-31",
+    },
     "interval-days": lambda s: {"event": NAMES, "type": "general", "unit": "day", "interval": "5"},
     "interval-hours": lambda s: {"event": NAMES, "type": "unique", "unit": "hour", "interval": "30"},
     "interval-weeks": lambda s: {"event": NAMES, "type": "average", "unit": "week", "interval": "3"},
@@ -62,8 +67,9 @@ NAMES_CASES: dict[str, dict[str, str]] = {
 @pytest.mark.parametrize("case", EVENTS, ids=list(EVENTS))
 def test_events_equals_oracle(loaded: tuple[ReportEnv, Dataset], case: str, project_id: int) -> None:
     env, dataset = loaded
-    check_against_oracle(env, dataset, project_id, "/events", EVENTS[case](dataset.projects[project_id]),
-                         oracle.events.events)
+    check_against_oracle(
+        env, dataset, project_id, "/events", EVENTS[case](dataset.projects[project_id]), oracle.events.events
+    )
 
 
 @pytest.mark.parametrize("project_id", PROJECTS)
@@ -93,8 +99,9 @@ class _Ctx:
 @pytest.mark.parametrize("project_id", PROJECTS)
 @pytest.mark.parametrize("unit", ["hour", "day", "week", "month"])
 @pytest.mark.parametrize("kind", ["general", "unique", "average"])
-def test_materialised_route_equals_events_table(loaded: tuple[ReportEnv, Dataset], project_id: int, unit: str,
-                                                kind: str) -> None:
+def test_materialised_route_equals_events_table(
+    loaded: tuple[ReportEnv, Dataset], project_id: int, unit: str, kind: str
+) -> None:
     env, dataset = loaded
     spec = dataset.projects[project_id]
     params = {"event": NAMES, "type": kind, "unit": unit, "from_date": spec.from_date, "to_date": spec.to_date}
@@ -109,8 +116,9 @@ def test_materialised_route_equals_events_table(loaded: tuple[ReportEnv, Dataset
 
 
 @pytest.mark.parametrize("project_id", PROJECTS)
-def test_materialised_route_with_partial_quarters_equals_events_table(loaded: tuple[ReportEnv, Dataset],
-                                                                      project_id: int) -> None:
+def test_materialised_route_with_partial_quarters_equals_events_table(
+    loaded: tuple[ReportEnv, Dataset], project_id: int
+) -> None:
     """A window ending at `now` (not on a quarter hour) mixes aggregates and raw events."""
     env, dataset = loaded
     spec = dataset.projects[project_id]

@@ -35,8 +35,8 @@ from hypothesis import HealthCheck, given, settings
 from footfall.shared.expr import ExprError, check_expr, compile_number, compile_on, compile_where, parse_expr
 from footfall.shared.expr.lower import Lowerer
 from footfall.shared.expr.typed import Kind
-from footfall.shared.sql import Params, Sql, render
 from footfall.shared.schema.migrations import m0001_events
+from footfall.shared.sql import Params, Sql, render
 from tests.unit.query.strategies import expressions
 
 pytestmark = pytest.mark.warehouse
@@ -83,7 +83,16 @@ def store() -> Iterator[Store]:
     client.insert(
         f"{db}.events",
         rows,
-        column_names=["project_id", "time", "event", "distinct_id", "insert_id", "properties", "dedup_hash", "ingested_at"],
+        column_names=[
+            "project_id",
+            "time",
+            "event",
+            "distinct_id",
+            "insert_id",
+            "properties",
+            "dedup_hash",
+            "ingested_at",
+        ],
     )
     yield Store(client, db)
     client.command(f"DROP DATABASE {db}")
@@ -108,7 +117,7 @@ def _row(case_no: int, props: dict[str, Any]) -> list[Any]:
 
 def _select(store: Store, case_no: int, exprs: list[Sql], params: Params) -> tuple[Any, ...]:
     columns = ", ".join(render(e) for e in exprs)
-    text = f"SELECT {columns} FROM {store.db}.events WHERE project_id = {{case_no:UInt64}}"  # noqa: S608
+    text = f"SELECT {columns} FROM {store.db}.events WHERE project_id = {{case_no:UInt64}}"
     rows = store.query(text, {**params.values, "case_no": case_no})
     assert len(rows) == 1
     return rows[0]
@@ -219,7 +228,7 @@ def test_compiled_forms_agree(store: Store, case_no: int) -> None:
     got_where, got_on, got_number = _select(store, case_no, [where, on.sql, number], params)
 
     assert bool(got_where) is (case["type"] == "boolean" and case.get("value") is True)
-    keys = (list(got_on) if on.is_array else ([] if got_on is None else [got_on]))
+    keys = list(got_on) if on.is_array else ([] if got_on is None else [got_on])
     assert sorted(keys) == sorted(expected_keys(case))
     if case["type"] == "number":
         assert got_number == pytest.approx(case["value"], rel=1e-12, abs=1e-12)
@@ -242,7 +251,7 @@ def test_on_sql_types(store: Store, expr: str, expected_sql_type: str) -> None:
     on = compile_on(parse_expr(expr), params)
     assert on.is_array is (expected_sql_type.startswith("Array"))
     (got,) = _select(store, 0, [on.sql], params)
-    text = f"SELECT toTypeName({render(on.sql)}) FROM {store.db}.events WHERE project_id = 0"  # noqa: S608
+    text = f"SELECT toTypeName({render(on.sql)}) FROM {store.db}.events WHERE project_id = 0"
     assert store.query(text, params.values) == [(expected_sql_type,)]
     del got
 
@@ -259,7 +268,7 @@ def test_random_expressions_run(store: Store, text: str) -> None:
     except ExprError:
         return
     columns = ", ".join(render(e) for e in exprs)
-    query = f"SELECT {columns} FROM {store.db}.events WHERE project_id < 12 OR project_id = {len(CASES)}"  # noqa: S608
+    query = f"SELECT {columns} FROM {store.db}.events WHERE project_id < 12 OR project_id = {len(CASES)}"
     for got_where, _, got_number in store.query(query, params.values):
         assert got_where in (0, 1)
         assert got_number is None or math.isfinite(got_number)

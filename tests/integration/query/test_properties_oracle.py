@@ -27,10 +27,12 @@ def loaded(warehouse) -> Iterator[tuple[ReportEnv, Dataset]]:  # type: ignore[no
 PROPERTIES: dict[str, Case] = {
     "browser": lambda s: rng(s, event="View Item", name="$browser", type="general", unit="day"),
     "plan-unique-week": lambda s: rng(s, event="App Open", name="plan", type="unique", unit="week"),
-    "tags-values": lambda s: rng(s, event="View Item", name="tags", values='["vip", "new", "🎉", "absent"]',
-                                  type="general", unit="day"),
-    "price-values-mixed": lambda s: rng(s, event="Purchase", name="price", values='[42, "9.99", 150.25, true]',
-                                        type="average", unit="month"),
+    "tags-values": lambda s: rng(
+        s, event="View Item", name="tags", values='["vip", "new", "🎉", "absent"]', type="general", unit="day"
+    ),
+    "price-values-mixed": lambda s: rng(
+        s, event="Purchase", name="price", values='[42, "9.99", 150.25, true]', type="average", unit="month"
+    ),
     "is-trial": lambda s: rng(s, event="App Open", name="is_trial", type="general", unit="hour"),
     "unicode-key-limit": lambda s: rng(s, event="Sign Up", name="ключ", type="unique", unit="day", limit="1"),
     "missing-property": lambda s: rng(s, event="App Open", name="not_a_property", type="general", unit="day"),
@@ -53,8 +55,14 @@ VALUES: dict[str, dict[str, str]] = {
 @pytest.mark.parametrize("case", PROPERTIES, ids=list(PROPERTIES))
 def test_properties_equals_oracle(loaded: tuple[ReportEnv, Dataset], case: str, project_id: int) -> None:
     env, dataset = loaded
-    check_against_oracle(env, dataset, project_id, "/events/properties", PROPERTIES[case](dataset.projects[project_id]),
-                         oracle.properties.properties)
+    check_against_oracle(
+        env,
+        dataset,
+        project_id,
+        "/events/properties",
+        PROPERTIES[case](dataset.projects[project_id]),
+        oracle.properties.properties,
+    )
 
 
 @pytest.mark.parametrize("project_id", PROJECTS)

@@ -35,8 +35,12 @@ SEGMENTATION: dict[str, Case] = {
     "unique-hour": lambda s: rng(s, event="App Open", type="unique", unit="hour"),
     "average-week": lambda s: rng(s, event="App Open", type="average", unit="week"),
     "month": lambda s: rng(s, event="Purchase", unit="month"),
-    "minute-dst-days": lambda s: {"event": "App Open", "unit": "minute", "from_date": "2024-04-06",
-                                  "to_date": "2024-04-07"},
+    "minute-dst-days": lambda s: {
+        "event": "App Open",
+        "unit": "minute",
+        "from_date": "2024-04-06",
+        "to_date": "2024-04-07",
+    },
     "interval-unique": lambda s: rng(s, event="App Open", type="unique", interval="3"),
     "interval-ignored-for-general": lambda s: rng(s, event="App Open", interval="3"),
     "no-events": lambda s: rng(s, event="Never Happened"),
@@ -45,7 +49,9 @@ SEGMENTATION: dict[str, Case] = {
     "on-list-unique-limit": lambda s: rng(s, event="View Item", on='properties["tags"]', type="unique", limit="3"),
     "on-mixed-numbers": lambda s: rng(s, event="Purchase", on='properties["price"]'),
     "on-booleans-average": lambda s: rng(s, event="App Open", on='properties["is_trial"]', type="average"),
-    "on-unicode-key": lambda s: rng(s, event="Sign Up", on='properties["ключ"]', where='defined(properties["utm_source"])'),
+    "on-unicode-key": lambda s: rng(
+        s, event="Sign Up", on='properties["ключ"]', where='defined(properties["utm_source"])'
+    ),
     "on-unicode-values": lambda s: rng(s, event="Search", on='properties["note"]', unit="week"),
     "on-long-text": lambda s: rng(s, event="App Open", on='properties["long_text"]'),
     "on-object": lambda s: rng(s, event="App Open", on='properties["meta"]'),
@@ -55,7 +61,9 @@ SEGMENTATION: dict[str, Case] = {
     "where-number": lambda s: rng(s, event="View Item", where='number(properties["amount"]) >= 2000'),
     "where-substring": lambda s: rng(s, event="page view", where='"Facebook" in properties["referrer"]'),
     "where-not-defined": lambda s: rng(s, event="App Open", where='not defined(properties["plan"])', type="unique"),
-    "where-list-member": lambda s: rng(s, event="App Open", where='17 in properties["account_ids"] or "vip" in properties["tags"]'),
+    "where-list-member": lambda s: rng(
+        s, event="App Open", where='17 in properties["account_ids"] or "vip" in properties["tags"]'
+    ),
     "where-time": lambda s: rng(s, event="App Open", where='properties["time"] >= datetime("2024-03-20T12:00:00")'),
     "where-distinct-id": lambda s: rng(s, event="App Open", on='properties["distinct_id"]', limit="5"),
     "limit-1": lambda s: rng(s, event="App Open", on='properties["$os"]', limit="1"),
@@ -66,7 +74,9 @@ NUMERIC: dict[str, Case] = {
     "price-cast-5": lambda s: rng(s, event="Purchase", on='number(properties["price"])', buckets="5"),
     "score-unique": lambda s: rng(s, event="App Open", on='properties["score"]', type="unique"),
     "ratio-average-hour": lambda s: rng(s, event="App Open", on='properties["ratio"]', type="average", unit="hour"),
-    "quantity-where": lambda s: rng(s, event="Add To Cart", on='properties["quantity"]', where='properties["flag"] == true'),
+    "quantity-where": lambda s: rng(
+        s, event="Add To Cart", on='properties["quantity"]', where='properties["flag"] == true'
+    ),
     "constant": lambda s: rng(s, event="App Open", on='properties["ratio"] * 0 + 7'),
     "nothing-numeric": lambda s: rng(s, event="App Open", on='properties["$browser"]'),
 }
@@ -74,7 +84,9 @@ NUMERIC: dict[str, Case] = {
 SUM_AVERAGE: dict[str, Case] = {
     "price": lambda s: rng(s, event="Purchase", on='properties["price"]'),
     "cast-hour": lambda s: rng(s, event="View Item", on='number(properties["amount"])', unit="hour"),
-    "arith-where": lambda s: rng(s, event="App Open", on='properties["score"] * 2 - 1', where='properties["$os"] != "iOS"'),
+    "arith-where": lambda s: rng(
+        s, event="App Open", on='properties["score"] * 2 - 1', where='properties["$os"] != "iOS"'
+    ),
     "no-events": lambda s: rng(s, event="Never Happened", on='properties["price"]'),
 }
 
@@ -98,8 +110,7 @@ def test_numeric_equals_oracle(loaded: tuple[ReportEnv, Dataset], case: str, pro
 @pytest.mark.parametrize("project_id", PROJECTS)
 @pytest.mark.parametrize("case", SUM_AVERAGE, ids=list(SUM_AVERAGE))
 @pytest.mark.parametrize("path", ["/segmentation/sum", "/segmentation/average"])
-def test_sum_and_average_equal_oracle(loaded: tuple[ReportEnv, Dataset], path: str, case: str,
-                                      project_id: int) -> None:
+def test_sum_and_average_equal_oracle(loaded: tuple[ReportEnv, Dataset], path: str, case: str, project_id: int) -> None:
     env, dataset = loaded
     params = SUM_AVERAGE[case](dataset.projects[project_id])
     reference = oracle.segmentation.sum_ if path.endswith("sum") else oracle.segmentation.average

@@ -87,7 +87,9 @@ class RecordingWarehouse:
         if self.current is not None:
             self.recorded.append(Recorded(self.current, text, dict(parameters or {}), method))
 
-    def query_columns(self, text: str, parameters: dict[str, Any] | None = None) -> tuple[list[str], list[tuple[Any, ...]]]:
+    def query_columns(
+        self, text: str, parameters: dict[str, Any] | None = None
+    ) -> tuple[list[str], list[tuple[Any, ...]]]:
         self._record("query_columns", text, parameters)
         return self.inner.query_columns(text, parameters)
 
@@ -180,7 +182,7 @@ def parse_condition(text: str) -> Node:
     text = text.strip()
     head = _FUNC_HEAD.match(text)
     if head is not None and _closing(text, head.end() - 1) == len(text) - 1:
-        inner = text[head.end(): -1]
+        inner = text[head.end() : -1]
         return Func(head.group(1), tuple(parse_condition(part) for part in _split_top(inner)))
     _split_top(text)  # balanced, or ValueError
     return Atom(text)
@@ -259,14 +261,14 @@ def plan_reads(lines: Sequence[str]) -> list[Read]:
         if _is_step(line):
             current, pk_indent = None, None
             continue
-        content = line[_indent(line):].rstrip()
+        content = line[_indent(line) :].rstrip()
         if content == "PrimaryKey":
             pk_indent = _indent(line)
         elif pk_indent is not None:
             if _indent(line) <= pk_indent:
                 pk_indent = None
             elif content.startswith("Condition:") and current.condition is None:
-                current.condition = content[len("Condition:"):].strip()
+                current.condition = content[len("Condition:") :].strip()
     return reads
 
 
@@ -295,9 +297,8 @@ def _other_reads(lines: Sequence[str]) -> list[str]:
     """Leaf read steps other than `ReadFromMergeTree` (projections, NullSource)."""
     out = []
     for line in lines:
-        content = line[_indent(line):]
-        if (content.startswith("ReadFrom") or content.startswith("ReadNothing")) \
-                and not content.startswith("ReadFromMergeTree"):
+        content = line[_indent(line) :]
+        if (content.startswith(("ReadFrom", "ReadNothing"))) and not content.startswith("ReadFromMergeTree"):
             out.append(content.strip())
     return out
 
@@ -310,8 +311,9 @@ def explain(warehouse: ClickHouseWarehouse, text: str, parameters: dict[str, Any
     return lines
 
 
-def check_query(warehouse: ClickHouseWarehouse, text: str, parameters: dict[str, Any],
-                project_id: int) -> tuple[list[tuple[str, str]], list[str]]:
+def check_query(
+    warehouse: ClickHouseWarehouse, text: str, parameters: dict[str, Any], project_id: int
+) -> tuple[list[tuple[str, str]], list[str]]:
     """Explain one query; return (the tenant tables whose reads were checked, with their
     conditions) and the problems found."""
     lines = explain(warehouse, text, parameters)
@@ -325,16 +327,19 @@ def check_query(warehouse: ClickHouseWarehouse, text: str, parameters: dict[str,
             problems.append(f"{read.table}: read without a PrimaryKey condition (no index analysis)")
             continue
         checked.append((read.table, read.condition))
-        problems += [f"{read.table}: {p}; condition: {read.condition}"
-                     for p in guard_problems(read.condition, table, project_id)]
+        problems += [
+            f"{read.table}: {p}; condition: {read.condition}" for p in guard_problems(read.condition, table, project_id)
+        ]
     in_plan: dict[str, int] = {}
     for read in reads:
         in_plan[read.table] = in_plan.get(read.table, 0) + 1
     for name, n in named_reads(text).items():
         if in_plan.get(name, 0) < n:
-            problems.append(f"{name}: the SQL reads it {n} time(s), the plan shows {in_plan.get(name, 0)} "
-                            f"ReadFromMergeTree step(s) (other read steps: {_other_reads(lines)}): a read "
-                            f"without index analysis")
+            problems.append(
+                f"{name}: the SQL reads it {n} time(s), the plan shows {in_plan.get(name, 0)} "
+                f"ReadFromMergeTree step(s) (other read steps: {_other_reads(lines)}): a read "
+                f"without index analysis"
+            )
     return checked, problems
 
 
@@ -343,23 +348,45 @@ def check_query(warehouse: ClickHouseWarehouse, text: str, parameters: dict[str,
 # and a selector; 3: steps sharing an event name, the general variant).
 MORE_FUNNELS: dict[int, dict[str, Any]] = {
     4: {"name": "Single step", "steps": [{"event": "App Open"}]},
-    5: {"name": "Single custom step", "length": 2, "length_unit": "hour",
-        "steps": [{"custom_event": {"id": 7, "name": "Views", "events": ["View Item", "Page View"]}}]},
-    6: {"name": "Shared names with a selector", "length": 1, "length_unit": "day",
-        "steps": [{"event": "View Item"}, {"event": "View Item", "selector": 'properties["plan"] == "pro"'},
-                  {"event": "Add To Cart"}]},
+    5: {
+        "name": "Single custom step",
+        "length": 2,
+        "length_unit": "hour",
+        "steps": [{"custom_event": {"id": 7, "name": "Views", "events": ["View Item", "Page View"]}}],
+    },
+    6: {
+        "name": "Shared names with a selector",
+        "length": 1,
+        "length_unit": "day",
+        "steps": [
+            {"event": "View Item"},
+            {"event": "View Item", "selector": 'properties["plan"] == "pro"'},
+            {"event": "Add To Cart"},
+        ],
+    },
 }
 
 BOOKMARKS: dict[str, dict[str, Any]] = {
     "day-general": {"events": ["App Open", "View Item", "Never Happened"], "unit": "day"},
     "hour-unique": {"events": ["Purchase"], "unit": "hour", "type_of_count": "unique"},
-    "week-average-where": {"events": ["View Item", "Search"], "unit": "week", "type_of_count": "average",
-                           "where": 'properties["plan"] == "pro"'},
+    "week-average-where": {
+        "events": ["View Item", "Search"],
+        "unit": "week",
+        "type_of_count": "average",
+        "where": 'properties["plan"] == "pro"',
+    },
     "month-on": {"events": ["App Open", "Purchase"], "unit": "month", "on": 'properties["$browser"]', "limit": 2},
-    "last-days-unique-on": {"events": ["View Item"], "type_of_count": "unique", "on": 'properties["tags"]',
-                            "last_days": 10},
-    "where-on-general": {"events": ["Purchase", "Add To Cart"], "where": 'defined(properties["price"])',
-                         "on": 'properties["plan"]'},
+    "last-days-unique-on": {
+        "events": ["View Item"],
+        "type_of_count": "unique",
+        "on": 'properties["tags"]',
+        "last_days": 10,
+    },
+    "where-on-general": {
+        "events": ["Purchase", "Add To Cart"],
+        "where": 'defined(properties["price"])',
+        "on": 'properties["plan"]',
+    },
 }
 
 
@@ -431,8 +458,7 @@ def _segmentation(spec: ProjectSpec) -> Iterator[Request]:
             base = {"event": "Purchase", "type": kind, "unit": unit, "on": PRICE, **_dates(spec, unit)}
             yield "segmentation/numeric", base
             yield "segmentation/numeric", {**base, "where": WHERE, "buckets": "3"}
-        yield "segmentation/numeric", {"event": "Purchase", "type": kind, "on": PRICE, "unit": "day",
-                                       "interval": "5"}
+        yield "segmentation/numeric", {"event": "Purchase", "type": kind, "on": PRICE, "unit": "day", "interval": "5"}
     for path in ("segmentation/sum", "segmentation/average"):
         for unit in UNITS:
             base = {"event": "Purchase", "unit": unit, "on": PRICE, **_dates(spec, unit)}
@@ -454,12 +480,15 @@ def _events(spec: ProjectSpec) -> Iterator[Request]:
     yield "events/names", {"type": "average", "limit": "4"}
     for kind in TYPES:
         for unit in UNITS:
-            yield "events/properties", {"event": "View Item", "name": "plan", "type": kind, "unit": unit,
-                                        **_dates(spec, unit)}
-        yield "events/properties", {"event": "View Item", "name": "tags", "type": kind, "unit": "day",
-                                    "interval": "7"}
-    yield "events/properties", {"event": "View Item", "name": "plan", "values": '["pro", "free", 3]',
-                                "limit": "1", **_dates(spec)}
+            yield (
+                "events/properties",
+                {"event": "View Item", "name": "plan", "type": kind, "unit": unit, **_dates(spec, unit)},
+            )
+        yield "events/properties", {"event": "View Item", "name": "tags", "type": kind, "unit": "day", "interval": "7"}
+    yield (
+        "events/properties",
+        {"event": "View Item", "name": "plan", "values": '["pro", "free", 3]', "limit": "1", **_dates(spec)},
+    )
     yield "events/properties/top", {"event": "View Item"}
     yield "events/properties/top", {"event": "Purchase", "limit": "3"}
     yield "events/properties/values", {"event": "View Item", "name": "plan"}
@@ -480,7 +509,7 @@ def _funnels(spec: ProjectSpec, funnel_ids: dict[int, int]) -> Iterator[Request]
         {"on": ON_LIST, "where": 'defined(properties["price"]) or properties["plan"] == "pro"', "limit": "2"},
         {"on": ON, "unit": "week", "interval": "5"},
     ]
-    for key, fid in sorted(funnel_ids.items()):
+    for _, fid in sorted(funnel_ids.items()):
         for extra in variants:
             yield "funnels", {"funnel_id": str(fid), **dates, **extra}
     yield "funnels/list", {}
@@ -492,8 +521,12 @@ def _retention(spec: ProjectSpec) -> Iterator[Request]:
         {"born_event": "Sign Up"},
         {"born_event": "Sign Up", "event": "Purchase", "interval_count": "7"},
         {"born_event": "App Open", "born_where": WHERE},
-        {"born_event": "App Open", "born_where": WHERE, "where": 'properties["$browser"] != "Safari"',
-         "interval_count": "4"},
+        {
+            "born_event": "App Open",
+            "born_where": WHERE,
+            "where": 'properties["$browser"] != "Safari"',
+            "interval_count": "4",
+        },
         {"born_event": "Sign Up", "interval": "2", "interval_count": "5", "unbounded_retention": "true"},
         {"born_event": "App Open", "unit": "week", "interval_count": "3"},
         {"born_event": "App Open", "unit": "month", "interval_count": "2"},
@@ -502,8 +535,13 @@ def _retention(spec: ProjectSpec) -> Iterator[Request]:
         {"retention_type": "compounded", "event": "App Open", "interval_count": "5"},
         {"retention_type": "compounded", "unit": "week", "interval_count": "2"},
         {"retention_type": "compounded", "unit": "month", "event": "View Item", "where": WHERE},
-        {"retention_type": "compounded", "event": "View Item", "where": 'defined(properties["price"])',
-         "unbounded_retention": "1", "interval_count": "6"},
+        {
+            "retention_type": "compounded",
+            "event": "View Item",
+            "where": 'defined(properties["price"])',
+            "unbounded_retention": "1",
+            "interval_count": "6",
+        },
         {"retention_type": "compounded", "event": "View Item", "on": ON_LIST, "limit": "2", "interval_count": "2"},
     ]
     for case in cases:
@@ -514,8 +552,10 @@ def _retention(spec: ProjectSpec) -> Iterator[Request]:
     yield "retention/addiction", {**dates, "unit": "week", "addiction_unit": "day", "event": "App Open"}
     yield "retention/addiction", {**dates, "unit": "week", "addiction_unit": "hour", "where": WHERE}
     yield "retention/addiction", {**dates, "unit": "day", "addiction_unit": "hour", "on": ON, "limit": "2"}
-    yield "retention/addiction", {**dates, "unit": "month", "addiction_unit": "day", "event": "View Item",
-                                  "where": WHERE, "on": ON_LIST}
+    yield (
+        "retention/addiction",
+        {**dates, "unit": "month", "addiction_unit": "day", "event": "View Item", "where": WHERE, "on": ON_LIST},
+    )
 
 
 def _stream(spec: ProjectSpec) -> Iterator[Request]:
@@ -596,22 +636,33 @@ def test_every_tenant_read_is_guarded_by_the_requesting_project(loaded: Loaded) 
         reads_checked += len(checked)
         violations += [f"{rec.call.describe()}: {p}\n    SQL: {rec.sql[:400]}" for p in problems]
     elapsed = time.perf_counter() - started
-    print(f"\ntenant guard: {calls} requests, {len(recorder.recorded)} statements, {len(explained)} explained, "
-          f"{reads_checked} tenant-table reads checked, {len(covered)} (endpoint, table) pairs, {elapsed:.1f} s")
+    print(
+        f"\ntenant guard: {calls} requests, {len(recorder.recorded)} statements, {len(explained)} explained, "
+        f"{reads_checked} tenant-table reads checked, {len(covered)} (endpoint, table) pairs, {elapsed:.1f} s"
+    )
     assert not violations and not failed, (
-        f"{len(violations)} unguarded tenant-table read(s):\n" + "\n".join(violations[:40])
-        + f"\n{len(failed)} request(s) that did not succeed (their queries went unchecked):\n" + "\n".join(failed[:20])
+        f"{len(violations)} unguarded tenant-table read(s):\n"
+        + "\n".join(violations[:40])
+        + f"\n{len(failed)} request(s) that did not succeed (their queries went unchecked):\n"
+        + "\n".join(failed[:20])
     )
 
     # The check saw something for every endpoint, and every tenant table somewhere.
     endpoints_seen = {endpoint for endpoint, _ in covered}
-    assert endpoints_seen == set(ENDPOINTS), f"endpoints without a checked tenant read: {set(ENDPOINTS) - endpoints_seen}"
+    assert endpoints_seen == set(ENDPOINTS), (
+        f"endpoints without a checked tenant read: {set(ENDPOINTS) - endpoints_seen}"
+    )
     tables_seen = {table for _, table in covered}
     assert tables_seen == set(TENANT), f"tenant tables never read by any request: {set(TENANT) - tables_seen}"
     expected = {
-        ("funnels", "saved_funnels"), ("funnels/list", "saved_funnels"), ("insights", "saved_reports"),
-        ("events", "event_counts_15m"), ("events/top", "event_counts_15m"), ("events/names", "event_counts_15m"),
-        ("segmentation", "event_counts_15m"), ("insights", "event_counts_15m"),
+        ("funnels", "saved_funnels"),
+        ("funnels/list", "saved_funnels"),
+        ("insights", "saved_reports"),
+        ("events", "event_counts_15m"),
+        ("events/top", "event_counts_15m"),
+        ("events/names", "event_counts_15m"),
+        ("segmentation", "event_counts_15m"),
+        ("insights", "event_counts_15m"),
         *((endpoint, "events") for endpoint in ENDPOINTS if endpoint != "funnels/list"),
     }
     assert expected <= covered, f"(endpoint, table) pairs never checked: {sorted(expected - covered)}"
@@ -619,16 +670,19 @@ def test_every_tenant_read_is_guarded_by_the_requesting_project(loaded: Loaded) 
 
 # -- the checker catches what it must -------------------------------------------------------------
 def test_condition_parser() -> None:
-    tree = parse_condition("and((event in ['a, b)', 'x']), and((time in (-Inf, '1711929600')), "
-                           "(project_id in [3, 3])))")
+    tree = parse_condition(
+        "and((event in ['a, b)', 'x']), and((time in (-Inf, '1711929600')), (project_id in [3, 3])))"
+    )
     assert [c.text for c in conjuncts(tree) if isinstance(c, Atom)] == [
-        "(event in ['a, b)', 'x'])", "(time in (-Inf, '1711929600'))", "(project_id in [3, 3])"]
+        "(event in ['a, b)', 'x'])",
+        "(time in (-Inf, '1711929600'))",
+        "(project_id in [3, 3])",
+    ]
     assert guard_problems("(project_id in [3, 3])", TABLES["saved_funnels"], 3) == []
     assert guard_problems("and((time in ['1', +Inf)), (project_id in [3, 3]))", EVENTS, 3) == []
     assert guard_problems("and((time in ['1', +Inf)), (project_id in [3, 3]))", EVENTS, 8)
     assert guard_problems("or((time in ['1', +Inf)), (project_id in [3, 3]))", EVENTS, 3)
-    assert guard_problems("and(or((event in ['x', 'x']), (project_id in [3, 3])), (time in ['1', +Inf)))",
-                          EVENTS, 3)
+    assert guard_problems("and(or((event in ['x', 'x']), (project_id in [3, 3])), (time in ['1', +Inf)))", EVENTS, 3)
     assert guard_problems("and(not((project_id in [3, 3])), (time in ['1', +Inf)))", EVENTS, 3)
     assert guard_problems("(project_id in [3, 3])", EVENTS, 3) == ["no top-level condition on the time column time"]
     assert guard_problems("and((project_id in 1-element set), (time in ['1', +Inf)))", EVENTS, 3)
@@ -649,8 +703,9 @@ def test_checker_reports_unguarded_reads(loaded: Loaded) -> None:
     # Positive control: what `source` writes passes, with FINAL and without.
     for final in (True, False):
         binds = Params()
-        scan = source(EVENTS, Scope(pid, window["t0"], window["t1"]), binds, final=final,
-                      where=sql("JSONHas(properties, 'plan')"))
+        scan = source(
+            EVENTS, Scope(pid, window["t0"], window["t1"]), binds, final=final, where=sql("JSONHas(properties, 'plan')")
+        )
         assert problems(render(sql("SELECT count() FROM {}", scan)), binds.values) == []
     binds = Params()
     saved = render(sql("SELECT count() FROM {}", source(SAVED_REPORTS, Scope(pid), binds, final=True)))
@@ -661,17 +716,24 @@ def test_checker_reports_unguarded_reads(loaded: Loaded) -> None:
 
     cases = {
         "no guard": (f"SELECT count() FROM events WHERE {time_range}", window),
-        "guard inside OR": (f"SELECT count() FROM events WHERE (project_id = {{p:UInt64}} OR event = 'x') AND {time_range}",
-                            {**window, "p": pid}),
-        "guard of another project": (f"SELECT count() FROM events WHERE project_id = {{p:UInt64}} AND {time_range}",
-                                     {**window, "p": other}),
+        "guard inside OR": (
+            f"SELECT count() FROM events WHERE (project_id = {{p:UInt64}} OR event = 'x') AND {time_range}",
+            {**window, "p": pid},
+        ),
+        "guard of another project": (
+            f"SELECT count() FROM events WHERE project_id = {{p:UInt64}} AND {time_range}",
+            {**window, "p": other},
+        ),
         "no time range": ("SELECT count() FROM events WHERE project_id = {p:UInt64}", {"p": pid}),
         "one guarded read, one not": (
             f"SELECT count() FROM (SELECT event FROM events WHERE project_id = {{p:UInt64}} AND {time_range} "
             f"UNION ALL SELECT event FROM event_counts_15m WHERE quarter >= {{t0:DateTime64(3, 'UTC')}})",
-            {**window, "p": pid}),
+            {**window, "p": pid},
+        ),
         "constant false, no index analysis": (
-            f"SELECT count() FROM events WHERE project_id = {{p:UInt64}} AND {time_range} AND 0", {**window, "p": pid}),
+            f"SELECT count() FROM events WHERE project_id = {{p:UInt64}} AND {time_range} AND 0",
+            {**window, "p": pid},
+        ),
         "saved reports, no guard": ("SELECT count() FROM saved_reports FINAL WHERE deleted = 0", {}),
     }
     expected = {

@@ -45,8 +45,13 @@ FUNNEL = {
 }
 BOOKMARK = {
     "name": "Logins",
-    "params": {"type": "insights", "events": ["Logged in"], "unit": "week", "from_date": "2024-03-04",
-               "to_date": "2024-03-31"},
+    "params": {
+        "type": "insights",
+        "events": ["Logged in"],
+        "unit": "week",
+        "from_date": "2024-03-04",
+        "to_date": "2024-03-31",
+    },
 }
 
 
@@ -71,7 +76,9 @@ def store() -> MemorySavedStore:
 
 @pytest.fixture
 def call(directory: Directory, store: MemorySavedStore) -> Iterator[Client]:
-    client = Client(build_starlette("management", saved_routes(Authenticator(directory), store), interfaces=[MANAGEMENT]))
+    client = Client(
+        build_starlette("management", saved_routes(Authenticator(directory), store), interfaces=[MANAGEMENT])
+    )
     yield client
     client.close()
 
@@ -96,7 +103,9 @@ def test_funnel_crud_round_trip(call: Client) -> None:
     assert patched.json()["results"]["length"] == 2
     assert patched.json()["results"]["steps"] == record["steps"]
 
-    put = call("PUT", f"/api/app/projects/1/funnels/{fid}", json={"name": "Two", "steps": [{"event": "A"}, {"event": "B"}]})
+    put = call(
+        "PUT", f"/api/app/projects/1/funnels/{fid}", json={"name": "Two", "steps": [{"event": "A"}, {"event": "B"}]}
+    )
     assert put.status_code == 200
     assert put.json()["results"]["steps"] == [{"event": "A"}, {"event": "B"}]
     assert (put.json()["results"]["length"], put.json()["results"]["length_unit"]) == (7, "day")
@@ -113,11 +122,17 @@ def test_bookmark_crud_round_trip(call: Client) -> None:
     record = created.json()["results"]
     assert record["params"] == {**BOOKMARK["params"], "type_of_count": "general"}
     bid = record["id"]
-    patched = call("PATCH", f"/api/app/projects/1/bookmarks/{bid}",
-                   json={"params": {"events": ["A", "B"], "last_days": 14}})
+    patched = call(
+        "PATCH", f"/api/app/projects/1/bookmarks/{bid}", json={"params": {"events": ["A", "B"], "last_days": 14}}
+    )
     assert patched.status_code == 200, patched.text
-    assert patched.json()["results"]["params"] == {"type": "insights", "events": ["A", "B"], "unit": "day",
-                                                   "type_of_count": "general", "last_days": 14}
+    assert patched.json()["results"]["params"] == {
+        "type": "insights",
+        "events": ["A", "B"],
+        "unit": "day",
+        "type_of_count": "general",
+        "last_days": 14,
+    }
     assert call("DELETE", f"/api/app/projects/1/bookmarks/{bid}").status_code == 200
     assert call("DELETE", f"/api/app/projects/1/bookmarks/{bid}").status_code == 404
 
@@ -146,12 +161,21 @@ def test_roles(call: Client, headers: dict[str, str], read: int, write: int) -> 
 
 @pytest.mark.parametrize(
     "headers",
-    [{}, basic("owner-sa", "wrong"), basic("nobody", SA_SECRET), basic("project-1-secret-value", ""),
-     {"Authorization": "Bearer abc"}],
+    [
+        {},
+        basic("owner-sa", "wrong"),
+        basic("nobody", SA_SECRET),
+        basic("project-1-secret-value", ""),
+        {"Authorization": "Bearer abc"},
+    ],
     ids=["none", "bad-secret", "unknown-user", "project-secret", "bearer"],
 )
 def test_bad_credentials_are_401(directory: Directory, headers: dict[str, str]) -> None:
-    client = Client(build_starlette("management", saved_routes(Authenticator(directory), MemorySavedStore()), interfaces=[MANAGEMENT]))
+    client = Client(
+        build_starlette(
+            "management", saved_routes(Authenticator(directory), MemorySavedStore()), interfaces=[MANAGEMENT]
+        )
+    )
     try:
         response = client._runner.run(client._client.get("/api/app/projects/1/bookmarks", headers=headers))
     finally:
@@ -166,8 +190,14 @@ def test_bad_credentials_are_401(directory: Directory, headers: dict[str, str]) 
         ({"name": "x"}, "steps"),
         ({"name": "", "steps": [{"event": "A"}]}, "name"),
         ({"name": "x", "steps": []}, "steps"),
-        ({"name": "x", "steps": [{"event": "A", "selector": 'properties["a" == 1'}]}, "steps[0].selector: syntax error at position"),
-        ({"name": "x", "steps": [{"event": "A", "selector": "nosuch(1)"}]}, "steps[0].selector: invalid expression at position 0"),
+        (
+            {"name": "x", "steps": [{"event": "A", "selector": 'properties["a" == 1'}]},
+            "steps[0].selector: syntax error at position",
+        ),
+        (
+            {"name": "x", "steps": [{"event": "A", "selector": "nosuch(1)"}]},
+            "steps[0].selector: invalid expression at position 0",
+        ),
         ({"name": "x", "steps": [{"event": "A"}], "length": 91, "length_unit": "day"}, "90 days"),
         ({"name": "x", "steps": [{"event": "A"}], "length": 0}, "length"),
         ({"name": "x", "steps": [{"event": "A"}], "length_unit": "week"}, "length_unit"),
@@ -175,8 +205,19 @@ def test_bad_credentials_are_401(directory: Directory, headers: dict[str, str]) 
         ({"name": "x", "steps": [{"event": "A", "extra": 1}]}, "unknown member 'extra'"),
         ({"name": "x", "steps": [{"event": "A"}] * 33}, "steps"),
     ],
-    ids=["no-steps", "empty-name", "zero-steps", "selector-syntax", "selector-function", "window-over-90-days",
-         "zero-length", "bad-unit", "empty-custom-event", "unknown-member", "too-many-steps"],
+    ids=[
+        "no-steps",
+        "empty-name",
+        "zero-steps",
+        "selector-syntax",
+        "selector-function",
+        "window-over-90-days",
+        "zero-length",
+        "bad-unit",
+        "empty-custom-event",
+        "unknown-member",
+        "too-many-steps",
+    ],
 )
 def test_invalid_funnel_is_400(call: Client, body: dict[str, Any], message: str) -> None:
     response = call("POST", "/api/app/projects/1/funnels", json=body)
@@ -198,7 +239,17 @@ def test_invalid_funnel_is_400(call: Client, body: dict[str, Any], message: str)
         ({"events": ["A"], "last_days": 7, "where": "1 +"}, "params.where: syntax error"),
         ({"events": ["A"], "last_days": 7, "type": "funnels"}, "params.type"),
     ],
-    ids=["no-dates", "both-dates", "no-events", "reversed", "bad-date", "bad-unit", "bad-count", "bad-where", "bad-type"],
+    ids=[
+        "no-dates",
+        "both-dates",
+        "no-events",
+        "reversed",
+        "bad-date",
+        "bad-unit",
+        "bad-count",
+        "bad-where",
+        "bad-type",
+    ],
 )
 def test_invalid_bookmark_is_400(call: Client, params: dict[str, Any], message: str) -> None:
     response = call("POST", "/api/app/projects/1/bookmarks", json={"name": "b", "params": params})

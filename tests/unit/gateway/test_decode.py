@@ -19,12 +19,18 @@ from urllib.parse import quote
 import pytest
 
 from footfall.services.gateway.decode import DecodedBody, MalformedItem, decode_body, decode_legacy_data
-from footfall.shared.errors import FootfallError
 from footfall.shared.config import ImportLimits
+from footfall.shared.errors import FootfallError
 
 LIMIT = 2 * 1024 * 1024
-EV: dict[str, Any] = {"event": "Page View", "properties": {"time": 1_700_000_000, "distinct_id": "u1", "$insert_id": "i1"}}
-EV2: dict[str, Any] = {"event": "Sign Up", "properties": {"time": 1_700_000_001, "distinct_id": "u2", "$insert_id": "i2"}}
+EV: dict[str, Any] = {
+    "event": "Page View",
+    "properties": {"time": 1_700_000_000, "distinct_id": "u1", "$insert_id": "i1"},
+}
+EV2: dict[str, Any] = {
+    "event": "Sign Up",
+    "properties": {"time": 1_700_000_001, "distinct_id": "u2", "$insert_id": "i2"},
+}
 
 
 def decode(

@@ -124,7 +124,7 @@ any_text = st.one_of(
     st.text(st.characters(codec=None), max_size=20),
     st.text(st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF), min_size=1, max_size=3),
     st.text(st.characters(max_codepoint=0x10FFFF), min_size=250, max_size=600),
-    st.sampled_from(sorted(RESERVED) + [" NULL ", "Anonymous", "\u00e9v\u00e9nement", "\U0001f600" * 300]),
+    st.sampled_from([*sorted(RESERVED), " NULL ", "Anonymous", "événement", "😀" * 300]),
 )
 numbers = st.one_of(
     st.integers(min_value=-(2**70), max_value=2**70),
@@ -177,7 +177,7 @@ ips = st.one_of(
     st.none(),
     any_text,
 )
-property_keys = st.one_of(any_text, st.sampled_from(sorted(LIFTED) + ["$city", "mp_lib", "a.b", "", " "]))
+property_keys = st.one_of(any_text, st.sampled_from([*sorted(LIFTED), "$city", "mp_lib", "a.b", "", " "]))
 extra_properties = st.dictionaries(property_keys, st.one_of(json_values, wide), max_size=8)
 
 # What a well-behaved client sends: valid UTF-8 (astral characters included), finite numbers,
@@ -388,7 +388,9 @@ def gateway(make_gateway):  # type: ignore[no-untyped-def]
     return make_gateway()
 
 
-def run(gateway, method: str, query: dict[str, str], body: bytes, headers: dict[str, str], fail: bool) -> httpx.Response:  # type: ignore[no-untyped-def]
+def run(
+    gateway, method: str, query: dict[str, str], body: bytes, headers: dict[str, str], fail: bool
+) -> httpx.Response:  # type: ignore[no-untyped-def]
     gateway.sink.events.clear()
     gateway.sink.fail = fail
     url = "/import" + ("?" + urlencode(query) if query else "")

@@ -11,11 +11,11 @@ from footfall.services.gateway.credentials import FollowedAuthenticator
 from footfall.shared.errors import UnavailableError
 from footfall.shared.events import Event
 from footfall.shared.kafka import accepted_header, accepted_ms_of, content_digest
-from footfall.shared.streams import EVENTS, CodecError
-from footfall.shared.streams.events import decode_event, encode_event, event_key
 from footfall.shared.kafka.directory import SnapshotError, decode_snapshot, encode_snapshot
 from footfall.shared.kafka.topics import Topics
 from footfall.shared.metadata import Directory, Project
+from footfall.shared.streams import EVENTS, CodecError
+from footfall.shared.streams.events import decode_event, encode_event, event_key
 
 EVENT = Event(7, "Café ☕", 1_700_000_000_123, "user 1", "abc-123", {"a": [1, {"b": None}], "ü": "x"}, ip="::1")
 
@@ -60,8 +60,19 @@ def _envelope(**changes: object) -> bytes:
         (_envelope(pr=[]), "field"),
         (_envelope(ip=3), "field"),
     ],
-    ids=["none", "binary", "string", "version", "project-str", "project-zero", "time-float", "time-bool",
-         "no-distinct-id", "props-list", "ip-int"],
+    ids=[
+        "none",
+        "binary",
+        "string",
+        "version",
+        "project-str",
+        "project-zero",
+        "time-float",
+        "time-bool",
+        "no-distinct-id",
+        "props-list",
+        "ip-int",
+    ],
 )
 def test_decode_refuses_anything_else(value: bytes | None, reason: str) -> None:
     with pytest.raises(CodecError) as info:
@@ -72,7 +83,10 @@ def test_decode_refuses_anything_else(value: bytes | None, reason: str) -> None:
 def test_topic_names_carry_the_prefix() -> None:
     t = Topics.for_prefix("acme.")
     assert (t.of(EVENTS), t.dlq, t.directory, t.workers_group) == (
-        "acme.events.raw", "acme.footfall.dlq", "acme.footfall.directory", "acme.footfall-workers"
+        "acme.events.raw",
+        "acme.footfall.dlq",
+        "acme.footfall.directory",
+        "acme.footfall-workers",
     )
 
 

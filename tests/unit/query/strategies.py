@@ -17,9 +17,7 @@ FUNCTIONS_2 = ["has_prefix", "has_suffix"]
 BINARY = ["==", "!=", ">", ">=", "<", "<=", "in", "+", "-", "*", "/", "%", "and", "or"]
 NAMES = ["s", "n", "f", "t", "nul", "lst", "obj", "ns", "iso", "nope", "time", "distinct_id", "$insert_id", "x"]
 
-texts = st.text(
-    alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=12
-)
+texts = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=12)
 
 
 def _quote(value: str) -> str:
@@ -60,7 +58,9 @@ def expressions() -> st.SearchStrategy[str]:
     """Expression text, mostly well-formed; sometimes cut short or with a stray token."""
     tree = st.recursive(st.one_of(literals(), accessors()), _extend, max_leaves=12)
     junk = st.sampled_from(["", "", "", "", ")", "(", "]", ",", " ==", "'", '"', "!", "="])
-    return st.builds(lambda t, j, cut: (t + j)[: cut] if cut else t + j, tree, junk, st.one_of(st.none(), st.integers(0, 60)))
+    return st.builds(
+        lambda t, j, cut: (t + j)[:cut] if cut else t + j, tree, junk, st.one_of(st.none(), st.integers(0, 60))
+    )
 
 
 # -- shapes: the same expression with different literal values -----------------------------------
@@ -90,7 +90,9 @@ def shapes() -> st.SearchStrategy[tuple[str, list[str]]]:
 
     def extend(children: st.SearchStrategy[tuple[str, list[str]]]) -> st.SearchStrategy[tuple[str, list[str]]]:
         return st.one_of(
-            st.builds(lambda a, op, b: (f"({a[0]} {op} {b[0]})", a[1] + b[1]), children, st.sampled_from(BINARY), children),
+            st.builds(
+                lambda a, op, b: (f"({a[0]} {op} {b[0]})", a[1] + b[1]), children, st.sampled_from(BINARY), children
+            ),
             st.builds(lambda f, a: (f"{f}({a[0]})", a[1]), st.sampled_from(FUNCTIONS_1), children),
             st.builds(lambda a: (f"not {a[0]}", a[1]), children),
             st.lists(children, min_size=1, max_size=3).map(

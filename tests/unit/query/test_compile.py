@@ -126,7 +126,9 @@ def test_check_folds_iso_literals_by_instant(text: str, seconds: float) -> None:
 
 
 def test_check_resolves_column_properties() -> None:
-    assert check_expr(parse_expr('properties["$insert_id"]')) == Column("insert_id", Kind.STRING, parse_expr('properties["$insert_id"]').span)  # type: ignore[union-attr]
+    assert check_expr(parse_expr('properties["$insert_id"]')) == Column(
+        "insert_id", Kind.STRING, parse_expr('properties["$insert_id"]').span
+    )  # type: ignore[union-attr]
     tree = check_expr(parse_expr('properties["$city"] == "x"'))
     assert isinstance(tree, Apply) and isinstance(tree.args[0], Prop) and isinstance(tree.args[1], Const)
 
@@ -357,7 +359,7 @@ def test_placeholder_text_in_a_literal_is_only_a_value() -> None:
 
 
 def test_long_or_chains_are_one_level() -> None:
-    text = " or ".join(f"properties[\"k{i}\"] == {i}" for i in range(120))
+    text = " or ".join(f'properties["k{i}"] == {i}' for i in range(120))
     tree = check_expr(parse_expr(text))
     assert isinstance(tree, Apply) and len(tree.args) == 120
     params = Params()

@@ -40,7 +40,9 @@ class FakeWarehouse:
         self.rows: list[dict[str, Any]] = []
         self.attempts = 0
 
-    def insert(self, table: str, columns: Sequence[str], data: Sequence[Sequence[Any]], *, column_oriented: bool = False) -> None:
+    def insert(
+        self, table: str, columns: Sequence[str], data: Sequence[Sequence[Any]], *, column_oriented: bool = False
+    ) -> None:
         self.attempts += 1
         if self.failures:
             self.failures -= 1
@@ -68,16 +70,26 @@ def records(events: list[Event]) -> list[Rec]:
     return [Rec(encode_event(e), offset=i) for i, e in enumerate(events)]
 
 
-def processor(warehouse: FakeWarehouse, dedup: MemoryDedup | None = None) -> tuple[BatchProcessor, MemoryDedup, MemoryDeadLetters]:
+def processor(
+    warehouse: FakeWarehouse, dedup: MemoryDedup | None = None
+) -> tuple[BatchProcessor, MemoryDedup, MemoryDeadLetters]:
     dedup = dedup or MemoryDedup(3600)
     letters = MemoryDeadLetters()
-    proc = BatchProcessor(Topics.for_prefix("").streams, warehouse, Enricher(Geo()), dedup, letters, backoff_first=0.001, backoff_max=0.002)  # type: ignore[arg-type]
+    proc = BatchProcessor(
+        Topics.for_prefix("").streams,
+        warehouse,
+        Enricher(Geo()),
+        dedup,
+        letters,
+        backoff_first=0.001,
+        backoff_max=0.002,
+    )  # type: ignore[arg-type]
     return proc, dedup, letters
 
 
 def test_stores_enriched_rows_and_marks_them() -> None:
     wh = FakeWarehouse()
-    proc, dedup, _ = processor(wh)
+    proc, _dedup, _ = processor(wh)
     outcome = asyncio.run(proc.process(records([event(1), event(2)])))
     assert (outcome.inserted, outcome.duplicates, outcome.dead_lettered, outcome.done) == (2, 0, 0, True)
     assert [r["insert_id"] for r in wh.rows] == ["id-1", "id-2"]
@@ -106,8 +118,13 @@ def test_in_batch_duplicates_keep_the_last_copy() -> None:
 
 @pytest.mark.parametrize(
     ("value", "reason"),
-    [(b"{nope", "json"), (b"[1]", "envelope"), (b'{"v": 2}', "version"), (None, "empty"),
-     (orjson.dumps({"v": 1, "p": True, "e": "x", "t": 1, "d": "u", "i": "i", "pr": {}}), "field")],
+    [
+        (b"{nope", "json"),
+        (b"[1]", "envelope"),
+        (b'{"v": 2}', "version"),
+        (None, "empty"),
+        (orjson.dumps({"v": 1, "p": True, "e": "x", "t": 1, "d": "u", "i": "i", "pr": {}}), "field"),
+    ],
     ids=["not-json", "not-object", "version", "tombstone", "bool-project"],
 )
 def test_undecodable_records_are_dead_lettered_and_the_rest_stored(value: bytes | None, reason: str) -> None:
@@ -121,14 +138,14 @@ def test_undecodable_records_are_dead_lettered_and_the_rest_stored(value: bytes 
 
 def test_insert_failures_are_retried_and_keys_marked_only_after_success() -> None:
     wh = FakeWarehouse(failures=3)
-    proc, dedup, _ = processor(wh)
+    proc, _dedup, _ = processor(wh)
     outcome = asyncio.run(proc.process(records([event(1)])))
     assert outcome.done and outcome.inserted == 1 and wh.attempts == 4
 
 
 def test_stopping_abandons_the_batch_without_marks() -> None:
     wh = FakeWarehouse(failures=100)
-    proc, dedup, _ = processor(wh)
+    proc, _dedup, _ = processor(wh)
     calls = iter(range(100))
     outcome = asyncio.run(proc.process(records([event(1)]), stopping=lambda: next(calls) >= 2))
     assert not outcome.done and wh.rows == []

@@ -33,7 +33,8 @@ def bucket_date(day: Sql, timeline: Timeline, binds: Binds) -> Sql:
     of its `interval_days` bucket (anchored at `timeline.anchor`), else its day, Monday or
     first of the month."""
     if timeline.interval_days:
-        assert timeline.anchor is not None
+        if timeline.anchor is None:
+            raise AssertionError("invariant: timeline.anchor is not None")
         anchor = binds.add(timeline.anchor, "Date")
         width = binds.add(timeline.interval_days, "UInt32")
         return sql("addDays({}, intDiv(dateDiff('day', {}, {}), {}) * {})", anchor, anchor, day, width, width)

@@ -12,10 +12,9 @@ from zoneinfo import ZoneInfo
 
 from footfall.services.query.reports._common.buckets import bucket_key
 from footfall.services.query.reports._common.scan import TIME, Binds, Scope, event_filter, final_events, raw_events
-from footfall.shared.schema.catalog import EVENT_COUNTS_15M, EVENTS
-from footfall.shared.sql import source
 from footfall.services.query.reports._common.timeline import QUARTER, Timeline
-from footfall.shared.sql import Sql, sql
+from footfall.shared.schema.catalog import EVENT_COUNTS_15M, EVENTS
+from footfall.shared.sql import Sql, source, sql
 
 __all__ = ["cell_measures", "counts", "counts_final", "counts_mv", "counts_raw", "counts_where", "mv_covers"]
 
@@ -105,8 +104,9 @@ def counts_final(scope: Scope, names: Sequence[str] | None, timeline: Timeline |
     )
 
 
-def counts(scope: Scope, names: Sequence[str] | None, timeline: Timeline | None, binds: Binds, *,
-           kind: str | None = None) -> Sql:
+def counts(
+    scope: Scope, names: Sequence[str] | None, timeline: Timeline | None, binds: Binds, *, kind: str | None = None
+) -> Sql:
     """Rows (name, bucket, n, u) by the fastest exact route (bench/results/query_segmentation.json):
 
     * `kind="general"`: `counts_final` (distinct-hash states cost more to merge than
@@ -119,7 +119,6 @@ def counts(scope: Scope, names: Sequence[str] | None, timeline: Timeline | None,
     if mv_covers(scope, timeline):
         return counts_mv(scope, names, timeline, binds)
     return counts_raw(scope, names, timeline, binds)
-
 
 
 # Per-cell measures by `type`: reading and hashing distinct_id only where the answer needs it.
@@ -135,8 +134,9 @@ def cell_measures(kind: str | None) -> Sql:
     return _CELL_MEASURES.get(kind, _CELL_MEASURES[None])
 
 
-def counts_where(scope: Scope, names: Sequence[str] | None, timeline: Timeline, where: Sql,
-                 binds: Binds, *, kind: str | None = None) -> Sql:
+def counts_where(
+    scope: Scope, names: Sequence[str] | None, timeline: Timeline, where: Sql, binds: Binds, *, kind: str | None = None
+) -> Sql:
     """Counts of the events passing `where`. `FINAL` collapses duplicates first, so the
     latest copy's properties decide (semantics §2: the most recently ingested wins).
     With `kind="general"` the users (`u`) are not computed (0)."""
@@ -146,4 +146,3 @@ def counts_where(scope: Scope, names: Sequence[str] | None, timeline: Timeline, 
         cell_measures(kind),
         final_events(scope, names, where, binds),
     )
-

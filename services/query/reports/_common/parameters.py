@@ -6,13 +6,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import date
 
+from footfall.services.query.params import Params
 from footfall.shared.errors import ParamError
 from footfall.shared.expr import ExprError, check_expr, parse_expr
 from footfall.shared.expr.typed import TNode
-from footfall.services.query.params import Params
 
 __all__ = [
-    "MAX_LIMIT", "TYPES", "UNITS", "check_text", "read_dates", "read_expr", "read_format", "read_limit", "read_type",
+    "MAX_LIMIT",
+    "TYPES",
+    "UNITS",
+    "check_text",
+    "read_dates",
+    "read_expr",
+    "read_format",
+    "read_limit",
+    "read_type",
     "read_unit",
 ]
 
@@ -22,34 +30,24 @@ MAX_LIMIT = 10_000
 
 
 def read_type(p: Params, default: str = "general") -> str:
-    value = p.choice("type", TYPES, default)
-    assert value is not None
-    return value
+    return p.choice("type", TYPES, default)
 
 
 def read_unit(p: Params, allowed: Sequence[str] = UNITS, default: str = "day") -> str:
-    value = p.choice("unit", allowed, default)
-    assert value is not None
-    return value
+    return p.choice("unit", allowed, default)
 
 
 def read_limit(p: Params, default: int) -> int:
-    value = p.integer("limit", default, minimum=1, maximum=MAX_LIMIT)
-    assert value is not None
-    return value
+    return p.integer("limit", default, minimum=1, maximum=MAX_LIMIT)
 
 
 def read_format(p: Params) -> str:
-    value = p.choice("format", ("json", "csv"), "json")
-    assert value is not None
-    return value
+    return p.choice("format", ("json", "csv"), "json")
 
 
 def read_dates(p: Params) -> tuple[date, date]:
     """`from_date` and `to_date`: required local days (yyyy-mm-dd)."""
-    first, last = p.date("from_date"), p.date("to_date")
-    assert first is not None and last is not None
-    return first, last
+    return p.date("from_date"), p.date("to_date")
 
 
 def check_text(text: str | None, subject: str) -> TNode | None:
@@ -66,4 +64,3 @@ def check_text(text: str | None, subject: str) -> TNode | None:
 def read_expr(p: Params, name: str, *, required: bool = False) -> TNode | None:
     """Parse and check the expression in parameter `name`; a bad one is a 400 naming it."""
     return check_text(p.required(name) if required else p.get(name), name)
-

@@ -18,8 +18,17 @@ from footfall.shared.sql import Params as Binds
 from footfall.shared.sql import Scope, Sql, render, source, sql
 
 __all__ = [
-    "HAS_USER", "TIME", "Binds", "Query", "Scope", "event_filter", "final_events", "one_event", "raw_events",
-    "scope_of", "where_condition",
+    "HAS_USER",
+    "TIME",
+    "Binds",
+    "Query",
+    "Scope",
+    "event_filter",
+    "final_events",
+    "one_event",
+    "raw_events",
+    "scope_of",
+    "where_condition",
 ]
 
 TIME = sql("time")
@@ -72,8 +81,9 @@ def _keys(names: Sequence[str] | None, keys: Sql | None, binds: Binds) -> Sql:
     return sql("{} AND {}", names_filter, keys) if keys is not None else names_filter
 
 
-def final_events(scope: Scope, names: Sequence[str] | None, where: Sql | None, binds: Binds, *,
-                 keys: Sql | None = None) -> Sql:
+def final_events(
+    scope: Scope, names: Sequence[str] | None, where: Sql | None, binds: Binds, *, keys: Sql | None = None
+) -> Sql:
     """`events FINAL`, scoped: the table with duplicates collapsed (the latest ingested copy
     wins), for reports that read properties. `keys`: more conditions on sorting-key
     columns only (`distinct_id`, e.g. `HAS_USER`).

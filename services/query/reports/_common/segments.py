@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from footfall.shared.expr import OnSql
 from footfall.services.query.reports._common.buckets import bucket_key
 from footfall.services.query.reports._common.counts import cell_measures
 from footfall.services.query.reports._common.scan import TIME, Binds, Scope, final_events
 from footfall.services.query.reports._common.timeline import Timeline
+from footfall.shared.expr import OnSql
 from footfall.shared.sql import Sql, sql
 
 __all__ = ["on_keys", "ranked_cells", "segment_expr", "segment_weight", "segmented", "top_segments"]
@@ -63,9 +63,19 @@ def ranked_cells(rows: Iterable[Sequence[Any]]) -> tuple[dict[tuple[str, str | N
     return cells, sorted(ranks, key=lambda seg: ranks[seg])
 
 
-def segmented(scope: Scope, names: Sequence[str] | None, timeline: Timeline, on: OnSql, where: Sql | None,
-              allowed: Sequence[str] | None, rank_by_users: bool, limit: int, binds: Binds, *,
-              kind: str | None = None) -> Sql:
+def segmented(
+    scope: Scope,
+    names: Sequence[str] | None,
+    timeline: Timeline,
+    on: OnSql,
+    where: Sql | None,
+    allowed: Sequence[str] | None,
+    rank_by_users: bool,
+    limit: int,
+    binds: Binds,
+    *,
+    kind: str | None = None,
+) -> Sql:
     """Per segment of `on`: (segment, total events, total users, [(bucket, n, u)]), for the
     top `limit` segments by events (or by users over the whole range, `rank_by_users`),
     ties by segment ascending. Events whose `on` is undefined or null have no segment;
@@ -105,4 +115,3 @@ def segmented(scope: Scope, names: Sequence[str] | None, timeline: Timeline, on:
         order,
         binds.add(limit, "UInt32"),
     )
-

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from footfall.shared.errors import ParamError
 from footfall.services.query.params import Params, check_range
 from footfall.services.query.reports._common.parameters import read_dates
 from footfall.services.query.timerange import local_midnight_utc
+from footfall.shared.errors import ParamError
 
 __all__ = ["MAX_BUCKETS", "QUARTER", "Timeline", "read_timeline", "timeline_back_from_now", "timeline_for_dates"]
 
@@ -78,8 +78,9 @@ def _series(start: datetime, end: datetime, first: date, last: date, tz: ZoneInf
     return tuple(sorted({_calendar_key(first + timedelta(days=i), unit) for i in range((last - first).days + 1)}))
 
 
-def timeline_for_dates(first: date, last: date, tz: str, unit: str = "day",
-                       interval_days: int | None = None) -> Timeline:
+def timeline_for_dates(
+    first: date, last: date, tz: str, unit: str = "day", interval_days: int | None = None
+) -> Timeline:
     check_range(first, last)
     zone = ZoneInfo(tz)
     start, end = local_midnight_utc(first, tz), local_midnight_utc(last + timedelta(days=1), tz)
@@ -120,8 +121,9 @@ def timeline_back_from_now(now: datetime, tz: str, unit: str, n: int) -> Timelin
     return timeline_for_dates(first, last, tz, unit)
 
 
-def read_timeline(p: Params, tz: str, now: datetime, *, unit: str, allow_interval_days: bool = False,
-                  max_interval: int = 36_500) -> Timeline:
+def read_timeline(
+    p: Params, tz: str, now: datetime, *, unit: str, allow_interval_days: bool = False, max_interval: int = 36_500
+) -> Timeline:
     """`from_date`+`to_date` (inclusive local days) when given, cut by `unit`, or by
     `interval`-day buckets when `allow_interval_days`; else the last `interval` units."""
     interval = p.integer("interval", None, minimum=1, maximum=max_interval)
@@ -129,4 +131,3 @@ def read_timeline(p: Params, tz: str, now: datetime, *, unit: str, allow_interva
         first, last = read_dates(p)
         return timeline_for_dates(first, last, tz, unit, interval if allow_interval_days else None)
     return timeline_back_from_now(now, tz, unit, interval)
-

@@ -10,7 +10,13 @@ from typing import Any
 from starlette.responses import Response
 
 __all__ = [
-    "csv_response", "measure", "segmented_values", "series_body", "series_csv", "series_response", "series_values",
+    "csv_response",
+    "measure",
+    "segmented_values",
+    "series_body",
+    "series_csv",
+    "series_response",
+    "series_values",
     "zero_filled",
 ]
 
@@ -57,8 +63,9 @@ def series_response(body: dict[str, Any], fmt: str) -> Any:
     return series_csv(body) if fmt == "csv" else body
 
 
-def series_values(rows: Iterable[Sequence[Any]], kind: str, series: Sequence[str],
-                  names: Sequence[str]) -> dict[str, dict[str, int | float]]:
+def series_values(
+    rows: Iterable[Sequence[Any]], kind: str, series: Sequence[str], names: Sequence[str]
+) -> dict[str, dict[str, int | float]]:
     """`values` of a breakdown keyed by event name, zero-filled, from (name, bucket, n, u) rows."""
     cells: dict[str, dict[str, int | float]] = {name: {} for name in names}
     for name, bucket, n, u in rows:
@@ -68,8 +75,9 @@ def series_values(rows: Iterable[Sequence[Any]], kind: str, series: Sequence[str
     return {name: zero_filled(series, cells[name], zero) for name in names}
 
 
-def segmented_values(rows: Iterable[Sequence[Any]], kind: str,
-                     series: Sequence[str]) -> dict[str, dict[str, int | float]]:
+def segmented_values(
+    rows: Iterable[Sequence[Any]], kind: str, series: Sequence[str]
+) -> dict[str, dict[str, int | float]]:
     """`values` from `segmented()` rows, in rank order, zero-filled."""
     zero: int | float = 0.0 if kind == "average" else 0
     out: dict[str, dict[str, int | float]] = {}

@@ -1,20 +1,19 @@
 """`/funnels` and `/funnels/list` (semantics §1.2, §1.3, §2.1).
 
-    request.py  FunnelsRequest, parse_request (parameters + the saved funnel)
-    query.py    build(req) -> Query: the exact conversion query (no windowFunnel; see its docstring)
-    shape.py    shape(rows, req) -> the interface's JSON
+request.py  FunnelsRequest, parse_request (parameters + the saved funnel)
+query.py    build(req) -> Query: the exact conversion query (no windowFunnel; see its docstring)
+shape.py    shape(rows, req) -> the interface's JSON
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-
 from footfall.services.query.endpoints import QueryContext
-from footfall.shared.errors import NotFoundError, ParamError
 from footfall.services.query.reports.funnels.query import Query, build
 from footfall.services.query.reports.funnels.request import FunnelsRequest, parse_request
 from footfall.services.query.reports.funnels.shape import shape
+from footfall.shared.errors import NotFoundError, ParamError
 from footfall.shared.saved import WarehouseSavedStore
 
 __all__ = ["FunnelsRequest", "Query", "build", "funnels", "funnels_list", "parse_request", "shape"]

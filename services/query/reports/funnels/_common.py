@@ -6,13 +6,23 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import LiteralString
 
-from footfall.shared.expr import compile_on, compile_where
 from footfall.services.query.reports._common import Query, event_filter, on_keys, segment_weight, top_segments
 from footfall.services.query.reports.funnels.request import FunnelsRequest
+from footfall.shared.expr import compile_on, compile_where
 from footfall.shared.schema.catalog import EVENTS
 from footfall.shared.sql import Params, Scope, Sql, number, source, sql
 
-__all__ = ["COLUMNS", "GRACE_MS", "FunnelScan", "Query", "aggregate", "alias", "events_scan", "funnel_scan", "step_condition"]
+__all__ = [
+    "COLUMNS",
+    "GRACE_MS",
+    "FunnelScan",
+    "Query",
+    "aggregate",
+    "alias",
+    "events_scan",
+    "funnel_scan",
+    "step_condition",
+]
 
 GRACE_MS = 2000
 
@@ -88,7 +98,7 @@ def step_condition(req: FunnelsRequest, k: int, p: Params) -> Sql:
 
 def alias(prefix: LiteralString, k: int) -> Sql:
     """`prefix` followed by the step number: the names of the unrolled per-step columns."""
-    return sql(prefix + "{}", number(k))  # type: ignore[operator]
+    return sql(prefix + "{}", number(k))
 
 
 def aggregate(req: FunnelsRequest, per_user: Sql, p: Params) -> Query:

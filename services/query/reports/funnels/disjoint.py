@@ -23,7 +23,15 @@ Per user (one GROUP BY over the step events of the scanned range):
 from __future__ import annotations
 
 from footfall.services.query.reports._common import bucket_date_of_ms, event_filter
-from footfall.services.query.reports.funnels._common import GRACE_MS, Query, aggregate, alias, events_scan, funnel_scan, step_condition
+from footfall.services.query.reports.funnels._common import (
+    GRACE_MS,
+    Query,
+    aggregate,
+    alias,
+    events_scan,
+    funnel_scan,
+    step_condition,
+)
 from footfall.services.query.reports.funnels.request import FunnelsRequest
 from footfall.shared.sql import Params, Sql, join, number, sql
 
@@ -59,7 +67,8 @@ def _per_user_segmented(req: FunnelsRequest, p: Params) -> Sql:
     latest copy of a duplicate first, and the later steps' events of the widened range.
     The names of the steps are disjoint, so the two never share a row."""
     sc = funnel_scan(req, p)
-    assert sc.on_keys is not None
+    if sc.on_keys is None:
+        raise AssertionError("invariant: sc.on_keys is not None")
     n = len(req.funnel.steps)
     later_names = sorted({name for step in req.funnel.steps[1:] for name in step.names})
     later = [sql("arraySort(groupArrayIf(ms, step = {})) AS {}", number(k), alias("s", k)) for k in range(1, n)]
@@ -67,7 +76,13 @@ def _per_user_segmented(req: FunnelsRequest, p: Params) -> Sql:
         "SELECT distinct_id, event AS name, insert_id AS iid, toUnixTimestamp64Milli(time) AS ms, "
         "toUnixTimestamp64Milli(ingested_at) AS ing, toUInt8(0) AS step, {} AS keys FROM {}",
         sc.on_keys,
-        events_scan(sc.entries, sc.final, event_filter(list(req.funnel.steps[0].names), p), sql("{} AND {}", step_condition(req, 0, p), sc.where), p),
+        events_scan(
+            sc.entries,
+            sc.final,
+            event_filter(list(req.funnel.steps[0].names), p),
+            sql("{} AND {}", step_condition(req, 0, p), sc.where),
+            p,
+        ),
     )
     if n == 1:
         rows = step0
@@ -129,8 +144,8 @@ def _out(k: int, with_segments: bool) -> Sql:
     args = [alias("b", k), alias("x", k), alias("pp", k), alias("xp", k)]
     if with_segments:
         return sql(
-            "arrayMap((b, s, q, x, g) -> (b, toUInt32({}), toInt64(greatest(0, x - q)), toInt64(greatest(0, x - s)), g), "
-            "{})",
+            "arrayMap((b, s, q, x, g) -> "
+            "(b, toUInt32({}), toInt64(greatest(0, x - q)), toInt64(greatest(0, x - s)), g), {})",
             number(k),
             join(", ", [*args, alias("g", k)]),
         )
@@ -147,10 +162,7 @@ def build_disjoint(req: FunnelsRequest) -> Query:
     segments = req.on is not None
     per_user = _per_user(req, p)
     window, grace = p.add(req.window_ms, "Int64"), p.add(GRACE_MS, "Int64")
-    if segments:
-        times = sql("arrayMap(e -> e.1, e0) AS t0, arrayMap(e -> e.5, e0) AS ga")
-    else:
-        times = sql("e0 AS t0")
+    times = sql("arrayMap(e -> e.1, e0) AS t0, arrayMap(e -> e.5, e0) AS ga") if segments else sql("e0 AS t0")
     entry_cols = [
         times,
         sql("arrayMap(t -> {}, t0) AS k0", bucket_date_of_ms(sql("t"), req.timeline, p)),

@@ -13,7 +13,14 @@ whose steps share no event.
 from __future__ import annotations
 
 from footfall.services.query.reports._common import bucket_date_of_ms
-from footfall.services.query.reports.funnels._common import GRACE_MS, Query, aggregate, events_scan, funnel_scan, step_condition
+from footfall.services.query.reports.funnels._common import (
+    GRACE_MS,
+    Query,
+    aggregate,
+    events_scan,
+    funnel_scan,
+    step_condition,
+)
 from footfall.services.query.reports.funnels.request import FunnelsRequest
 from footfall.shared.sql import Params, Sql, join, number, sql
 
@@ -40,9 +47,7 @@ def build_general(req: FunnelsRequest) -> Query:
     p = Params()
     sc = funnel_scan(req, p)
     n = len(req.funnel.steps)
-    mask = join(
-        " + ", [sql("bitShiftLeft(toUInt64({}), {})", step_condition(req, k, p), number(k)) for k in range(n)]
-    )
+    mask = join(" + ", [sql("bitShiftLeft(toUInt64({}), {})", step_condition(req, k, p), number(k)) for k in range(n)])
     if sc.on_keys is not None:
         seg_row = sql(", if(bitTest(mask, 0), {}, []) AS seg", sc.on_keys)
         seg_item, seg_array = sql(", seg"), sql(", arrayMap(x -> x.5, ev) AS sg")

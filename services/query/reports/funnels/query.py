@@ -56,6 +56,5 @@ def is_disjoint(req: FunnelsRequest) -> bool:
     return True
 
 
-
 def build(req: FunnelsRequest) -> Query:
     return build_disjoint(req) if is_disjoint(req) else build_general(req)

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from footfall.shared.errors import ParamError
-from footfall.shared.expr.typed import TNode
 from footfall.services.query.params import Params
 from footfall.services.query.reports._common import (
     Timeline,
@@ -24,6 +22,8 @@ from footfall.services.query.reports._common import (
     read_limit,
     timeline_for_dates,
 )
+from footfall.shared.errors import ParamError
+from footfall.shared.expr.typed import TNode
 from footfall.shared.saved import LENGTH_UNITS, MAX_WINDOW_SECONDS, FunnelDefinition, SavedFunnel
 
 __all__ = ["BUCKET_UNITS", "DEFAULT_LIMIT", "FunnelsRequest", "parse_request"]
@@ -57,12 +57,10 @@ def parse_request(p: Params, saved: SavedFunnel, project_id: int, timezone: str)
     funnel = saved.definition
     length = p.integer("length", funnel.length, minimum=1)
     length_unit = p.choice("length_unit", tuple(LENGTH_UNITS), funnel.length_unit)
-    assert length is not None and length_unit is not None
     if length * LENGTH_UNITS[length_unit] > MAX_WINDOW_SECONDS:
         raise ParamError("Error in length: the conversion window may be at most 90 days")
     unit = p.choice("unit", BUCKET_UNITS)
     interval = p.integer("interval", 1, minimum=1, maximum=MAX_INTERVAL)
-    assert interval is not None
     if unit is not None:
         timeline = timeline_for_dates(from_date, to_date, timezone, unit)
     else:
@@ -75,6 +73,7 @@ def parse_request(p: Params, saved: SavedFunnel, project_id: int, timezone: str)
         where=read_expr(p, "where"),
         on=read_expr(p, "on"),
         limit=read_limit(p, DEFAULT_LIMIT),
-        selectors=tuple(check_text(step.selector, f"the saved funnel's step {k} selector")
-                        for k, step in enumerate(funnel.steps)),
+        selectors=tuple(
+            check_text(step.selector, f"the saved funnel's step {k} selector") for k, step in enumerate(funnel.steps)
+        ),
     )

@@ -100,7 +100,7 @@ def shape(rows: Sequence[Sequence[Any]], req: FunnelsRequest) -> dict[str, Any]:
         keep = sorted(entries, key=lambda k: (-entries[k], k))[: req.limit]
         for d in dates:
             value = {"$overall": step_rows(req, tallies.get((d, None)))}
-            for key in keep:
-                value[key] = step_rows(req, tallies.get((d, key)))
+            for segment in keep:
+                value[segment] = step_rows(req, tallies.get((d, segment)))
             data[d] = value
     return {"meta": {"dates": list(dates)}, "data": data}

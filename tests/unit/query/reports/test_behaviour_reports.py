@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from footfall.shared.errors import ParamError
 from footfall.services.query.params import Params
 from footfall.services.query.reports import frequency, insights, retention, stream
 from footfall.services.query.reports.funnels import build, parse_request, shape
 from footfall.services.query.reports.funnels.query import is_disjoint
-from footfall.shared.sql import render
+from footfall.shared.errors import ParamError
 from footfall.shared.saved import SavedFunnel, parse_funnel
+from footfall.shared.sql import render
 
 NOW = datetime(2024, 3, 20, tzinfo=UTC)
 MARKER = "Zq7Marker"  # request text that must never reach the SQL
@@ -72,8 +72,19 @@ def test_funnel_buckets(params: dict[str, str], series: tuple[str, ...]) -> None
         ({"from_date": "2024-02-30"}, "Error in from_date"),
         ({"to_date": "2024-03-01"}, "to_date"),
     ],
-    ids=["over-90-days", "over-90-days-hours", "zero-length", "bad-length-unit", "bad-unit", "zero-interval",
-         "zero-limit", "bad-where", "bad-on", "bad-date", "reversed"],
+    ids=[
+        "over-90-days",
+        "over-90-days-hours",
+        "zero-length",
+        "bad-length-unit",
+        "bad-unit",
+        "zero-interval",
+        "zero-limit",
+        "bad-where",
+        "bad-on",
+        "bad-date",
+        "reversed",
+    ],
 )
 def test_funnel_request_errors(params: dict[str, str], message: str) -> None:
     with pytest.raises(ParamError) as info:
@@ -100,10 +111,14 @@ def test_variant_choice(steps: list[dict[str, Any]], disjoint: bool) -> None:
     assert ("arrayFold" in text) is not disjoint  # the general variant folds over the steps
 
 
-@pytest.mark.parametrize("steps", [[f"{MARKER}-A", f"{MARKER}-B"], [f"{MARKER}-A", f"{MARKER}-A"]],
-                         ids=["disjoint", "general"])
-@pytest.mark.parametrize("extra", [{}, {"where": f'properties["{MARKER}"] == "{MARKER}"'},
-                                   {"on": f'properties["{MARKER}"]'}], ids=["plain", "where", "on"])
+@pytest.mark.parametrize(
+    "steps", [[f"{MARKER}-A", f"{MARKER}-B"], [f"{MARKER}-A", f"{MARKER}-A"]], ids=["disjoint", "general"]
+)
+@pytest.mark.parametrize(
+    "extra",
+    [{}, {"where": f'properties["{MARKER}"] == "{MARKER}"'}, {"on": f'properties["{MARKER}"]'}],
+    ids=["plain", "where", "on"],
+)
 def test_funnel_sql_binds_every_request_value(steps: list[str], extra: dict[str, str]) -> None:
     funnel = saved({"steps": [{"event": s, "selector": f'properties["{MARKER}"] != 1'} for s in steps]})
     q = build(funnel_req(funnel, **extra))
@@ -141,8 +156,16 @@ def test_funnel_shape_ratios_times_and_analysis() -> None:
     assert [s["overall_conv_ratio"] for s in steps] == [1.0, 0.5, 0.25]
     assert [s["avg_time"] for s in steps] == [None, 2, 2]  # 1.5 s rounds half up
     assert [s["avg_time_from_start"] for s in steps] == [0, 2, 6]  # 5.5 s rounds half up
-    assert steps[0] == {"count": 4, "avg_time": None, "avg_time_from_start": 0, "step_conv_ratio": 1.0,
-                        "overall_conv_ratio": 1.0, "goal": "A", "event": "A", "step_label": "A"}
+    assert steps[0] == {
+        "count": 4,
+        "avg_time": None,
+        "avg_time_from_start": 0,
+        "step_conv_ratio": 1.0,
+        "overall_conv_ratio": 1.0,
+        "goal": "A",
+        "event": "A",
+        "step_label": "A",
+    }
     assert body["data"]["2024-03-04"]["analysis"] == {"completion": 1, "starting_amount": 4, "steps": 3, "worst": 1}
     empty = body["data"]["2024-03-05"]
     assert [s["count"] for s in empty["steps"]] == [0, 0, 0]
@@ -154,12 +177,26 @@ def test_funnel_shape_custom_event_and_segments() -> None:
     funnel = saved({"steps": [{"event": "A"}, {"custom_event": {"id": 12, "name": "Any view", "events": ["V", "W"]}}]})
     req = funnel_req(funnel, on='properties["p"]', limit="1", to_date="2024-03-04")
     d = date(2024, 3, 4)
-    rows = [(d, None, 0, 3, 0, 0), (d, None, 1, 1, 10_000, 10_000), (d, "x", 0, 2, 0, 0), (d, "x", 1, 1, 10_000, 10_000)]
+    rows = [
+        (d, None, 0, 3, 0, 0),
+        (d, None, 1, 1, 10_000, 10_000),
+        (d, "x", 0, 2, 0, 0),
+        (d, "x", 1, 1, 10_000, 10_000),
+    ]
     value = shape(rows, req)["data"]["2024-03-04"]
     assert list(value) == ["$overall", "x"]
-    assert value["x"][1] == {"count": 1, "avg_time": 10, "avg_time_from_start": 10, "step_conv_ratio": 0.5,
-                             "overall_conv_ratio": 0.5, "goal": "$custom_event:12", "event": "$custom_event:12",
-                             "step_label": "Any view", "custom_event": True, "custom_event_id": 12}
+    assert value["x"][1] == {
+        "count": 1,
+        "avg_time": 10,
+        "avg_time_from_start": 10,
+        "step_conv_ratio": 0.5,
+        "overall_conv_ratio": 0.5,
+        "goal": "$custom_event:12",
+        "event": "$custom_event:12",
+        "step_label": "Any view",
+        "custom_event": True,
+        "custom_event_id": 12,
+    }
 
 
 # -- /retention ------------------------------------------------------------------------------------
@@ -169,8 +206,13 @@ def ret_req(**params: str) -> retention.RetentionRequest:
 
 def test_retention_defaults() -> None:
     req = ret_req()
-    assert (req.retention_type, req.unit, req.interval, req.interval_count, req.unbounded) == ("birth", "day", 1, 1,
-                                                                                               False)
+    assert (req.retention_type, req.unit, req.interval, req.interval_count, req.unbounded) == (
+        "birth",
+        "day",
+        1,
+        1,
+        False,
+    )
     assert req.buckets == 2 and req.limit == 255
     compounded = retention.parse_request(Params({**RANGE, "retention_type": "compounded"}), 1, "UTC")
     assert compounded.born_event is None
@@ -187,8 +229,15 @@ def test_retention_defaults() -> None:
         ({"unbounded_retention": "maybe"}, "Error in unbounded_retention"),
         ({"born_where": "("}, "Error in born_where"),
     ],
-    ids=["no-born-event", "interval-over-90-days", "bad-unit", "bad-type", "negative-count", "bad-bool",
-         "bad-born-where"],
+    ids=[
+        "no-born-event",
+        "interval-over-90-days",
+        "bad-unit",
+        "bad-type",
+        "negative-count",
+        "bad-bool",
+        "bad-born-where",
+    ],
 )
 def test_retention_errors(params: dict[str, str], message: str) -> None:
     with pytest.raises(ParamError) as info:
@@ -201,12 +250,19 @@ def test_retention_week_interval_may_exceed_90() -> None:
 
 
 @pytest.mark.parametrize("kind", ["birth", "compounded"])
-@pytest.mark.parametrize("extra", [{}, {"on": f'properties["{MARKER}"]', "unbounded_retention": "1"},
-                                   {"where": f'properties["{MARKER}"] == 1', "unit": "month"}],
-                         ids=["plain", "on-unbounded", "where-month"])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {},
+        {"on": f'properties["{MARKER}"]', "unbounded_retention": "1"},
+        {"where": f'properties["{MARKER}"] == 1', "unit": "month"},
+    ],
+    ids=["plain", "on-unbounded", "where-month"],
+)
 def test_retention_sql_binds_every_request_value(kind: str, extra: dict[str, str]) -> None:
-    req = ret_req(retention_type=kind, born_event=MARKER, event=MARKER, born_where=f'properties["{MARKER}"] != 2',
-                  **extra)
+    req = ret_req(
+        retention_type=kind, born_event=MARKER, event=MARKER, born_where=f'properties["{MARKER}"] != 2', **extra
+    )
     text = render(retention.build(req).sql)
     assert MARKER not in text and "project_id = {" in text
 
@@ -232,14 +288,19 @@ def test_retention_shape_segments_in_rank_order() -> None:
 
 # -- /retention/addiction ----------------------------------------------------------------------------
 def freq_req(**params: str) -> frequency.FrequencyRequest:
-    return frequency.parse_request(Params({**RANGE, "unit": "week", "addiction_unit": "day", **params}), 1,
-                                   "America/New_York")
+    return frequency.parse_request(
+        Params({**RANGE, "unit": "week", "addiction_unit": "day", **params}), 1, "America/New_York"
+    )
 
 
 @pytest.mark.parametrize(
     ("params", "message"),
-    [({"unit": ""}, "unit"), ({"addiction_unit": ""}, "addiction_unit"), ({"addiction_unit": "week"}, "addiction_unit"),
-     ({"unit": "hour"}, "Error in unit")],
+    [
+        ({"unit": ""}, "unit"),
+        ({"addiction_unit": ""}, "addiction_unit"),
+        ({"addiction_unit": "week"}, "addiction_unit"),
+        ({"unit": "hour"}, "Error in unit"),
+    ],
     ids=["no-unit", "no-addiction-unit", "bad-addiction-unit", "bad-unit"],
 )
 def test_frequency_errors(params: dict[str, str], message: str) -> None:
@@ -259,8 +320,9 @@ def test_frequency_shape_counts_at_least_k_slots() -> None:
 
 
 def test_frequency_sql_binds_every_request_value() -> None:
-    text = render(frequency.build(freq_req(event=MARKER, where=f'properties["{MARKER}"] == 1',
-                                           on=f'properties["{MARKER}"]')).sql)
+    text = render(
+        frequency.build(freq_req(event=MARKER, where=f'properties["{MARKER}"] == 1', on=f'properties["{MARKER}"]')).sql
+    )
     assert MARKER not in text and "project_id = {" in text
 
 
@@ -273,8 +335,9 @@ def test_stream_ids_are_text_and_unique() -> None:
     assert "distinct_id IN {p" in render(q.sql)
 
 
-@pytest.mark.parametrize("ids", ["", "not json", '{"a": 1}', "[true]", "[[1]]"],
-                         ids=["missing", "garbage", "object", "boolean", "nested"])
+@pytest.mark.parametrize(
+    "ids", ["", "not json", '{"a": 1}', "[true]", "[[1]]"], ids=["missing", "garbage", "object", "boolean", "nested"]
+)
 def test_stream_bad_ids(ids: str) -> None:
     with pytest.raises(ParamError) as info:
         stream.parse_request(Params({**RANGE, "distinct_ids": ids}), 1, "UTC")
@@ -284,20 +347,36 @@ def test_stream_bad_ids(ids: str) -> None:
 def test_stream_shape_adds_lifted_properties() -> None:
     req = stream.parse_request(Params({**RANGE, "distinct_ids": '["u"]'}), 1, "UTC")
     body = stream.shape([("E", 1709596800999, "u", "i-1", '{"b": [1, "x"], "a": null}')], req)
-    assert body == {"status": "ok", "results": {"events": [
-        {"event": "E", "properties": {"b": [1, "x"], "a": None, "time": 1709596800, "distinct_id": "u",
-                                      "$insert_id": "i-1"}}]}}
+    assert body == {
+        "status": "ok",
+        "results": {
+            "events": [
+                {
+                    "event": "E",
+                    "properties": {
+                        "b": [1, "x"],
+                        "a": None,
+                        "time": 1709596800,
+                        "distinct_id": "u",
+                        "$insert_id": "i-1",
+                    },
+                }
+            ]
+        },
+    }
 
 
 # -- /insights ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("key", "tz", "stamp"),
-    [("2024-03-10", "America/New_York", "2024-03-10T00:00:00-05:00"),
-     ("2024-03-11", "America/New_York", "2024-03-11T00:00:00-04:00"),
-     ("2024-11-03 01:00:00", "America/New_York", "2024-11-03T01:00:00-04:00"),
-     ("2024-04-07 01:00:00", "Australia/Lord_Howe", "2024-04-07T01:00:00+11:00"),
-     ("2024-04-07 02:00:00", "Australia/Lord_Howe", "2024-04-07T02:00:00+10:30"),
-     ("2024-01-01", "Asia/Kolkata", "2024-01-01T00:00:00+05:30")],
+    [
+        ("2024-03-10", "America/New_York", "2024-03-10T00:00:00-05:00"),
+        ("2024-03-11", "America/New_York", "2024-03-11T00:00:00-04:00"),
+        ("2024-11-03 01:00:00", "America/New_York", "2024-11-03T01:00:00-04:00"),
+        ("2024-04-07 01:00:00", "Australia/Lord_Howe", "2024-04-07T01:00:00+11:00"),
+        ("2024-04-07 02:00:00", "Australia/Lord_Howe", "2024-04-07T02:00:00+10:30"),
+        ("2024-01-01", "Asia/Kolkata", "2024-01-01T00:00:00+05:30"),
+    ],
     ids=["before-dst", "after-dst", "repeated-hour-first", "lord-howe-repeated", "lord-howe-after", "kolkata"],
 )
 def test_insights_bucket_timestamps(key: str, tz: str, stamp: str) -> None:
@@ -306,4 +385,6 @@ def test_insights_bucket_timestamps(key: str, tz: str, stamp: str) -> None:
 
 def test_insights_date_range() -> None:
     assert insights._date_range(date(2020, 8, 31), date(2020, 9, 12), "America/Los_Angeles") == {
-        "from_date": "2020-08-31T00:00:00-07:00", "to_date": "2020-09-12T23:59:59.999000-07:00"}
+        "from_date": "2020-08-31T00:00:00-07:00",
+        "to_date": "2020-09-12T23:59:59.999000-07:00",
+    }

@@ -9,10 +9,10 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from footfall.shared.errors import ParamError
 from footfall.services.query.params import Params
 from footfall.services.query.reports import _common, events, properties, segmentation
 from footfall.services.query.reports._common import Scope, timeline_back_from_now, timeline_for_dates
+from footfall.shared.errors import ParamError
 
 
 def keys_by_brute_force(first: date, last: date, tz: str, unit: str) -> list[str]:
@@ -83,8 +83,7 @@ def test_timeline_reading() -> None:
     with pytest.raises(ParamError, match="Error in to_date"):
         _common.read_timeline(Params({"from_date": "2024-03-02", "to_date": "2024-03-01"}), "UTC", now, unit="day")
     with pytest.raises(ParamError, match="Error in unit: the range holds more than"):
-        _common.read_timeline(Params({"from_date": "2000-01-01", "to_date": "2024-03-01"}), "UTC", now,
-                              unit="minute")
+        _common.read_timeline(Params({"from_date": "2000-01-01", "to_date": "2024-03-01"}), "UTC", now, unit="minute")
     tl = _common.read_timeline(Params({"interval": "2"}), "UTC", now, unit="day")
     assert tl.series == ("2024-03-09", "2024-03-10")
 
@@ -104,15 +103,28 @@ def test_mv_covers() -> None:
         (2003.5, 2499.0, 5, ["2,000 - 2,100", "2,100 - 2,200", "2,200 - 2,300", "2,300 - 2,400", "2,400 - 2,500"]),
         (0.0, 10.0, 10, [f"{i} - {i + 1}" for i in range(10)]),
         # width 10,003.45 rounds up to 20,000; the first edge is the multiple below -35.5
-        (-35.5, 99_999.0, 10, ["-20,000 - 0", "0 - 20,000", "20,000 - 40,000", "40,000 - 60,000",
-                               "60,000 - 80,000", "80,000 - 100,000"]),
+        (
+            -35.5,
+            99_999.0,
+            10,
+            ["-20,000 - 0", "0 - 20,000", "20,000 - 40,000", "40,000 - 60,000", "60,000 - 80,000", "80,000 - 100,000"],
+        ),
         (0.1, 0.7, 4, ["0.0 - 0.2", "0.2 - 0.4", "0.4 - 0.6", "0.6 - 0.8"]),  # 0.15 -> 0.2
         (0.1, 0.35, 1, ["0.00 - 0.25", "0.25 - 0.50"]),  # width 0.25 exactly (2.5 x 10^-1)
         (1.0, 1.75, 3, ["1.00 - 1.25", "1.25 - 1.50", "1.50 - 1.75"]),  # the max joins the last bucket
         (9.99, 9.99, 10, ["9.99 - 9.99"]),
         (42.0, 42.0, 3, ["42 - 42"]),
     ],
-    ids=["doc-example", "exact-top-edge", "negative", "fractional", "quarter-width", "quarter-width-top-edge", "equal-decimal", "equal-integer"],
+    ids=[
+        "doc-example",
+        "exact-top-edge",
+        "negative",
+        "fractional",
+        "quarter-width",
+        "quarter-width-top-edge",
+        "equal-decimal",
+        "equal-integer",
+    ],
 )
 def test_numeric_buckets(low: float, high: float, count: int, labels: list[str]) -> None:
     buckets = segmentation.numeric_buckets(low, high, count)
@@ -137,11 +149,19 @@ RANGE = {"from_date": "2024-03-01", "to_date": "2024-03-05"}
 
 def test_sql_carries_no_request_text() -> None:
     seg = segmentation.SegmentationRequest.parse(
-        _Ctx({"event": INJECTION, "on": f'properties["{INJECTION}"]', "where": f'properties["a"] == "{INJECTION}"',
-              **RANGE}), NOW)  # type: ignore[arg-type]
+        _Ctx(
+            {
+                "event": INJECTION,
+                "on": f'properties["{INJECTION}"]',
+                "where": f'properties["a"] == "{INJECTION}"',
+                **RANGE,
+            }
+        ),
+        NOW,
+    )  # type: ignore[arg-type]
     prop = properties.PropertiesRequest.parse(
-        _Ctx({"event": INJECTION, "name": INJECTION, "values": f'["{INJECTION}"]', "type": "unique", **RANGE}),
-        NOW)  # type: ignore[arg-type]
+        _Ctx({"event": INJECTION, "name": INJECTION, "values": f'["{INJECTION}"]', "type": "unique", **RANGE}), NOW
+    )  # type: ignore[arg-type]
     ev = events.EventsRequest.parse(_Ctx({"event": f'["{INJECTION}"]', "unit": "hour", **RANGE}), NOW)  # type: ignore[arg-type]
     for query in (segmentation.build(seg), properties.build(prop), events.build(ev)):
         assert "DROP" not in query.text and "1=1" not in query.text
@@ -151,7 +171,8 @@ def test_sql_carries_no_request_text() -> None:
 
 def test_build_is_pure_and_stable() -> None:
     req = segmentation.SegmentationRequest.parse(
-        _Ctx({"event": "e", "on": 'properties["a"]', "where": 'properties["b"] > 3', **RANGE}), NOW)  # type: ignore[arg-type]
+        _Ctx({"event": "e", "on": 'properties["a"]', "where": 'properties["b"] > 3', **RANGE}), NOW
+    )  # type: ignore[arg-type]
     first, second = segmentation.build(req), segmentation.build(req)
     assert first.text == second.text and first.binds.values == second.binds.values
     assert "FINAL" in first.text
@@ -169,7 +190,8 @@ def test_defaults_and_ranges() -> None:
     with pytest.raises(ParamError, match="Error in limit: must be at most 10000"):
         segmentation.SegmentationRequest.parse(_Ctx({"event": "e", "limit": "10001", **RANGE}), NOW)  # type: ignore[arg-type]
     interval = segmentation.SegmentationRequest.parse(
-        _Ctx({"event": "e", "interval": "2", "type": "unique", **RANGE}), NOW)  # type: ignore[arg-type]
+        _Ctx({"event": "e", "interval": "2", "type": "unique", **RANGE}), NOW
+    )  # type: ignore[arg-type]
     assert interval.timeline.interval_days == 2
     general = segmentation.SegmentationRequest.parse(_Ctx({"event": "e", "interval": "2", **RANGE}), NOW)  # type: ignore[arg-type]
     assert general.timeline.interval_days is None
