@@ -35,9 +35,7 @@ def test_blocking_checks_refuse_to_run_on_an_event_loop(directory: Directory, cr
         asyncio.run(on_the_loop())
 
 
-def test_async_checks_verify_in_a_worker_thread(
-    directory: Directory, creds, monkeypatch: pytest.MonkeyPatch
-) -> None:  # type: ignore[no-untyped-def]
+def test_async_checks_verify_in_a_worker_thread(directory: Directory, creds, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
     auth = Authenticator(directory)
     threads: list[bool] = []
     real = credentials.verify_secret
