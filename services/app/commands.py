@@ -10,7 +10,7 @@
     footfall bookmarks create --project 1 --name "Logins" --params '{"events": ["Logged in"], "last_days": 30}'
     footfall bookmarks update ID --project 1 [--name …] [--params …] [--definition …]
 
-The definitions are the JSON of the management interface (`shared/saved.py`); an update
+The definitions are the JSON of the management interface (`footfall.shared.saved`); an update
 replaces the members it is given, like PATCH. Records are printed as JSON. The commands
 open the warehouse from the settings (`FOOTFALL_WAREHOUSE_DSN` / `--data`): with the
 embedded store, stop `footfall serve` first (chDB lets one process open its folder).

@@ -7,7 +7,7 @@
     PATCH  .../funnels/{id}         replace only the given top-level members, then validate the result
     DELETE .../funnels/{id}         {"status": "ok"}
 
-and the same under `.../bookmarks` (members `name`, `params`; see `shared/saved.py` for
+and the same under `.../bookmarks` (members `name`, `params`; see `footfall.shared.saved` for
 both schemas). Bodies are JSON objects. Authentication is a service account (HTTP Basic)
 that is a member of the project in the path: every role may read; writing needs Owner
 or Admin. Errors are `{"error": "...", "status": "error"}` with 400 (bad JSON, invalid

@@ -1,9 +1,10 @@
 """Saved funnels and saved reports ("bookmarks"): their definitions and their store.
 
-Used by the management interface (`services/app/saved.py`), the CLI and the query service
-(`/funnels`, `/funnels/list`, `/insights`). Definitions are validated here for structure;
-the expression texts they carry (`selector`, `where`, `on`) are checked by a callable the
-caller passes in (`check_expr`), so that `shared/` does not depend on the query service.
+Used by the management interface (`footfall.services.app.saved`), the CLI and the query
+service (`/funnels`, `/funnels/list`, `/insights`). Definitions are validated here for
+structure; the expression texts they carry (`selector`, `where`, `on`) are checked by a
+callable the caller passes in (the management interface passes `footfall.shared.expr`'s
+parse and check).
 
 Saved funnel (stored JSON `definition`; `name` is a column)::
 
@@ -33,10 +34,11 @@ Saved report (bookmark; stored JSON `params`)::
   `last_days`: N (1..3650): the N local days ending today in the project's time zone.
 
 Store: two ReplacingMergeTree tables (`m0004_saved`), one row per change, versioned by
-`updated_at` (microseconds); a delete is a row with `deleted = 1`. Ids are allocated as
-max + 1 over all projects under a process lock (metadata writes come from one
-management process or the CLI; ids are global like the interface's, but every read is
-scoped by project). `MemorySavedStore` is the in-memory twin.
+`updated_at` (microseconds); a delete is a row with `deleted = 1`. Ids count per project:
+max + 1 over the project's items (deleted ones included, so an id is never reused), under
+a process lock (metadata writes come from one management process or the CLI). Every read,
+the id allocation included, goes through the SQL layer's project-scoped source.
+`MemorySavedStore` is the in-memory twin.
 """
 
 from footfall.shared.saved.definitions import (

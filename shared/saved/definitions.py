@@ -100,10 +100,6 @@ class FunnelDefinition:
     length: int = DEFAULT_LENGTH[0]
     length_unit: str = DEFAULT_LENGTH[1]
 
-    @property
-    def window_seconds(self) -> int:
-        return self.length * LENGTH_UNITS[self.length_unit]
-
     def to_json(self) -> dict[str, Any]:
         return {"steps": [s.to_json() for s in self.steps], "length": self.length, "length_unit": self.length_unit}
 

@@ -1,6 +1,6 @@
 """`/insights?bookmark_id=`: a saved report computed in the shape of semantics §1.1.
 
-The saved report (`shared/saved.py`, schema `insights`) names 1..20 events, a `unit`
+The saved report (`footfall.shared.saved`, schema `insights`) names 1..20 events, a `unit`
 (hour, day, week, month), a count type (`general`, `unique`, `average`), an optional
 `where` and `on`, and its dates (absolute, or the last N days up to today in the project's
 zone). The counts are those of `/segmentation` / `/events` for the same parameters (the
