@@ -22,6 +22,8 @@ from types import MappingProxyType
 __all__ = [
     "EVENTS",
     "EVENT_COUNTS_15M",
+    "PROFILES",
+    "PROFILE_UPDATES",
     "PROJECTS",
     "PROJECT_CREDENTIALS",
     "SAVED_FUNNELS",
@@ -213,6 +215,56 @@ def _saved(name: str) -> Table:
 SAVED_FUNNELS = _saved("saved_funnels")
 SAVED_REPORTS = _saved("saved_reports")
 
+# Profiles (m0005): user profiles (`group_key` '') and group profiles (`group_key` the group
+# property, `profile_id` the group id) share both tables.
+#
+# `profile_updates` is the log: every accepted update, kept so that state can be rebuilt.
+# `seq` is the arrival order (ties of `time` apply in it); duplicates (same dedup hash: project,
+# group key, profile, operation, value, `$time`) collapse on merge to their first arrival
+# (`first_arrival` is the version: the highest value is the lowest seq).
+PROFILE_UPDATES = Table(
+    "profile_updates",
+    (
+        Column("project_id", "UInt64"),
+        Column("group_key", "String"),
+        Column("profile_id", "String"),
+        Column("time", _UTC_MS),
+        Column("seq", "UInt64"),
+        Column("op", "LowCardinality(String)"),
+        Column("value", "String", codec="ZSTD(1)"),
+        Column("ignore_time", "UInt8"),
+        Column("city", "LowCardinality(String)"),
+        Column("region", "LowCardinality(String)"),
+        Column("country_code", "LowCardinality(String)"),
+        Column("dedup_hash", "FixedString(16)"),
+        Column("first_arrival", "UInt64"),
+        Column("ingested_at", _UTC_MS),
+    ),
+    engine="ReplacingMergeTree(first_arrival)",
+    order_by="(project_id, group_key, profile_id, time, dedup_hash)",
+)
+
+# `profiles` is the current state: one row per profile, replaced on every change (the highest
+# `version` wins). A deleted profile is a row with `deleted` = 1 (it still remembers the newest
+# update seen, so an older update arriving late is replayed in its place). `last_time` and
+# `last_seq` are the ($time, seq) position of the newest update in the log for this profile.
+PROFILES = Table(
+    "profiles",
+    (
+        Column("project_id", "UInt64"),
+        Column("group_key", "String"),
+        Column("profile_id", "String"),
+        Column("properties", "String", codec="ZSTD(1)"),
+        Column("deleted", "UInt8"),
+        Column("last_time", _UTC_MS),
+        Column("last_seq", "UInt64"),
+        Column("version", "UInt64"),
+        Column("updated_at", _UTC_MS),
+    ),
+    engine="ReplacingMergeTree(version)",
+    order_by="(project_id, group_key, profile_id)",
+)
+
 TABLES = MappingProxyType(
     {
         t.name: t
@@ -225,6 +277,8 @@ TABLES = MappingProxyType(
             SERVICE_ACCOUNT_PROJECTS,
             SAVED_FUNNELS,
             SAVED_REPORTS,
+            PROFILE_UPDATES,
+            PROFILES,
         )
     }
 )

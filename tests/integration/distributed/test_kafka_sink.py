@@ -66,6 +66,7 @@ def test_published_records_carry_key_partition_headers_and_the_event(kafka_boots
         assert accepted_ms_of(r.headers) > 0
 
 
+@pytest.mark.kafka  # no broker is needed, but it opens (refused) connections
 def test_unreachable_broker_is_a_quick_503_and_reconnects_are_throttled() -> None:
     settings = KafkaSettings(bootstrap=f"127.0.0.1:{free_port()}", publish_timeout=2.0)
 
