@@ -29,6 +29,7 @@ _TYPES = frozenset(
         "Array(String)",
         "Array(UInt64)",
         "Array(Float64)",
+        "Array(Tuple(String, String))",
     }
 )
 _PREFIX = re.compile(r"[a-z][a-z_]{0,15}")

@@ -57,13 +57,18 @@ class Locator(Protocol):
 
 @dataclass(frozen=True)
 class Intake:
-    """What a stream's validator needs besides the items of a request."""
+    """What a stream's validator needs besides the items of a request.
+
+    `project_id` is the project the request's credentials named (0: none did, so each item
+    must name its own with a token, which `project_of_token` resolves — None for an unknown
+    token)."""
 
     project_id: int
     strict: bool
     limits: ImportLimits
     now_ms: int
     body_bytes: int
+    project_of_token: Callable[[str], int | None] | None = None
 
 
 @dataclass(frozen=True)
