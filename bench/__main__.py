@@ -5,7 +5,15 @@ from __future__ import annotations
 import importlib
 import sys
 
-BENCHMARKS = ["import_embedded", "gateway_kafka", "end_to_end", "query_segmentation", "query_funnels"]
+BENCHMARKS = [
+    "import_embedded",
+    "track_embedded",
+    "gateway_kafka",
+    "end_to_end",
+    "query_segmentation",
+    "query_funnels",
+    "query_engage",
+]
 
 
 def main(argv: list[str]) -> None:

@@ -26,6 +26,9 @@ def _uvicorn(app: object, host: str, port: int, log: LogSettings, workers: int =
         access_log=False,
         workers=workers if workers > 1 else None,
         timeout_graceful_shutdown=10,
+        # The peer address is the TCP peer: uvicorn would otherwise rewrite it from
+        # X-Forwarded-For for 127.0.0.1; the gateway applies FOOTFALL_TRUSTED_PROXIES itself.
+        proxy_headers=False,
     )
     return 0
 

@@ -219,6 +219,15 @@ class Authenticator:
             raise AuthError(403, "importing requires a service account with role Owner or Admin")
         return principal
 
+    def project_for_token(self, token: str) -> Project | None:
+        """The project whose token `token` is, or None (`/track`'s `properties.token`).
+
+        A keyed-hash lookup (`credentials.lookup_key`), no secret check: cheap enough to run
+        on the event loop, once per distinct token of a request.
+        """
+        pid = _lookup(self.directory.tokens, token)
+        return None if pid is None else self.directory.projects.get(pid)
+
     def for_query(self, header: str | None, project_id_param: str | None) -> Principal:
         return self.authenticate(header, project_id_param, allow_token=False)
 

@@ -11,8 +11,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 HTTP_REQUESTS = Counter("footfall_http_requests_total", "HTTP requests answered", ["service", "route", "status"])
-EVENTS_IMPORTED = Counter("footfall_events_imported_total", "Events accepted by /import", ["path"])
-EVENTS_REJECTED = Counter("footfall_events_rejected_total", "Events rejected by /import", ["reason"])
+EVENTS_IMPORTED = Counter("footfall_events_imported_total", "Events accepted by /import and /track", ["path"])
+EVENTS_REJECTED = Counter("footfall_events_rejected_total", "Events rejected by /import and /track", ["path", "reason"])
 INSERT_SECONDS = Histogram(
     "footfall_warehouse_insert_seconds",
     "Time to insert one batch of events into the warehouse",
@@ -28,6 +28,11 @@ PUBLISH_SECONDS = Histogram("footfall_kafka_publish_seconds", "Time until Kafka 
 DEAD_LETTERED = Counter("footfall_dead_lettered_total", "Messages sent to the dead-letter topic", ["reason"])
 CONSUMER_LAG = Gauge("footfall_consumer_lag", "Messages behind the partition end", ["topic", "partition"])
 REDIS_FALLBACK = Gauge("footfall_dedup_redis_unavailable", "1 while Redis dedup is bypassed because Redis is down")
+ITEMS_REFUSED = Counter(
+    "footfall_items_refused_total",
+    "Accepted items the store refused (profile updates that clash with their profile)",
+    ["stream", "reason"],
+)
 QUERY_SECONDS = Histogram("footfall_query_seconds", "Query endpoint latency", ["endpoint"])
 
 # -- distributed ingestion (gateway → Kafka → workers) --------------------------------

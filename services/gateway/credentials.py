@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from footfall.shared.auth import Authenticator, Principal
 from footfall.shared.errors import UnavailableError
-from footfall.shared.metadata import Directory
+from footfall.shared.metadata import Directory, Project
 
 
 class FollowedAuthenticator(Authenticator):
@@ -24,3 +24,8 @@ class FollowedAuthenticator(Authenticator):
         if not self.loaded:
             raise UnavailableError("credentials not loaded yet, retry with backoff")
         return super().for_import(header, project_id_param)
+
+    def project_for_token(self, token: str) -> Project | None:
+        if not self.loaded:
+            raise UnavailableError("credentials not loaded yet, retry with backoff")
+        return super().project_for_token(token)

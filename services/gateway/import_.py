@@ -78,7 +78,7 @@ class ImportEndpoint:
 
         metrics.EVENTS_IMPORTED.labels("import").inc(len(events))
         for failure in failures:
-            metrics.EVENTS_REJECTED.labels(failure.reason).inc()
+            metrics.EVENTS_REJECTED.labels("import", failure.reason).inc()
         if decoded.legacy:
             ok = bool(events) or not failures
             return legacy_result(ok, verbose=verbose, error=failures[0].message if failures else None)

@@ -140,9 +140,9 @@ class KafkaSink:
         for topic in self.topics.streams:
             self._partitions[topic] = sorted(await producer.partitions_for(topic))
 
-    async def publish(self, stream: Stream[T], items: list[T]) -> None:
+    async def publish(self, stream: Stream[T], items: list[T]) -> dict[int, str]:
         if not items:
-            return
+            return {}
         if self._inflight + len(items) > MAX_INFLIGHT_ITEMS:
             # Shed load at once rather than queue requests until they all time out.
             metrics.KAFKA_PUBLISH_FAILURES.labels("overload").inc()
@@ -166,6 +166,7 @@ class KafkaSink:
             self._inflight -= len(items)
         metrics.PUBLISH_SECONDS.observe(time.perf_counter() - started)
         metrics.KAFKA_EVENTS_PUBLISHED.inc(len(items))
+        return {}  # what the store will refuse is known to the workers only
 
     async def _submit(
         self, producer: AIOKafkaProducer, stream: Stream[T], items: list[T]

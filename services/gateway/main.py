@@ -1,4 +1,4 @@
-"""Composition root of `footfall gateway`: `/import` → `KafkaSink`, credentials from the
+"""Composition root of `footfall gateway`: `/import` and `/track` → `KafkaSink`, credentials from the
 directory topic. It never opens the warehouse. No logic lives here.
 
 `create_app()` reads the environment itself so that uvicorn can build one app per worker
@@ -60,7 +60,7 @@ def build_gateway(settings: GatewaySettings) -> Starlette:
             orjson.dumps(body), status_code=200 if authenticator.loaded else 503, media_type="application/json"
         )
 
-    routes = import_routes(authenticator, sink, settings.limits)
+    routes = import_routes(authenticator, sink, settings.limits, trusted_proxies=settings.trusted_proxies)
     return build_starlette("gateway", routes, interfaces=[INGESTION], lifespan=lifespan, health=healthz)
 
 

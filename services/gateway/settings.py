@@ -1,11 +1,13 @@
-"""What `footfall gateway` reads from its environment: logging, Kafka and the import limits."""
+"""What `footfall gateway` reads from its environment: logging, Kafka, the import limits and
+the trusted proxies (`FOOTFALL_TRUSTED_PROXIES`, see `addresses.py`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from footfall.shared.config import Env, ImportLimits, KafkaSettings, LogSettings
+from footfall.services.gateway.addresses import Network, parse_networks
+from footfall.shared.config import PREFIX, ConfigError, Env, ImportLimits, KafkaSettings, LogSettings
 
 
 @dataclass(frozen=True)
@@ -13,8 +15,18 @@ class GatewaySettings:
     log: LogSettings = field(default_factory=LogSettings)
     kafka: KafkaSettings = field(default_factory=KafkaSettings)
     limits: ImportLimits = field(default_factory=ImportLimits)
+    trusted_proxies: tuple[Network, ...] = ()  # peers whose X-Forwarded-For is believed
 
     @classmethod
     def from_env(cls, values: Mapping[str, str] | None = None) -> GatewaySettings:
         env = Env(values)
-        return cls(LogSettings.from_env(env), KafkaSettings.from_env(env), ImportLimits.from_env(env))
+        try:
+            trusted_proxies = parse_networks(env.text("TRUSTED_PROXIES"))
+        except ValueError as exc:
+            raise ConfigError(f"{PREFIX}TRUSTED_PROXIES: {exc}") from None
+        return cls(
+            LogSettings.from_env(env),
+            KafkaSettings.from_env(env),
+            ImportLimits.from_env(env),
+            trusted_proxies=trusted_proxies,
+        )

@@ -1,5 +1,8 @@
 """Where accepted items go. `publish(stream, items)` returns only once the items are durable;
-if it cannot guarantee that it raises `UnavailableError` and the client gets a 503.
+if it cannot guarantee that it raises `UnavailableError` and the client gets a 503. It
+returns the items the store refused (index → reason: a profile update that clashes with its
+profile) when it knows them — the embedded sink stores inline and does; a broker does not,
+so the workers count such refusals in their metrics instead.
 
 Implementations: `MemorySink` (tests), `KafkaSink` (`footfall.services.gateway.kafka_sink`,
 the distributed shape) and `EmbeddedSink` (`footfall.services.standalone.sink`, inline
@@ -20,7 +23,7 @@ T = TypeVar("T")
 class Sink(Protocol):
     async def start(self) -> None: ...
 
-    async def publish(self, stream: Stream[T], items: list[T]) -> None: ...
+    async def publish(self, stream: Stream[T], items: list[T]) -> dict[int, str]: ...
 
     async def stop(self) -> None: ...
 
@@ -35,10 +38,11 @@ class MemorySink:
     async def start(self) -> None:
         return None
 
-    async def publish(self, stream: Stream[T], items: list[T]) -> None:
+    async def publish(self, stream: Stream[T], items: list[T]) -> dict[int, str]:
         if self.fail:
             raise UnavailableError()
         self.published.setdefault(stream.name, []).extend(items)
+        return {}
 
     async def stop(self) -> None:
         return None

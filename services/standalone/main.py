@@ -72,7 +72,9 @@ def build_embedded(settings: ServeSettings, *, sink: Sink | None = None) -> Embe
             enricher.close()
             warehouse.close()
 
-    routes = import_routes(authenticator, sink, settings.gateway.limits)
+    routes = import_routes(
+        authenticator, sink, settings.gateway.limits, trusted_proxies=settings.gateway.trusted_proxies
+    )
     routes += query_routes(authenticator, warehouse, settings.query)
     routes += saved_routes(authenticator, WarehouseSavedStore(warehouse))
     app = build_starlette("embedded", routes, interfaces=[INGESTION, QUERY, MANAGEMENT], lifespan=lifespan)

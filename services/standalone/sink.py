@@ -30,11 +30,12 @@ class EmbeddedSink:
     async def stop(self) -> None:
         return None
 
-    async def publish(self, stream: Stream[T], items: list[T]) -> None:
+    async def publish(self, stream: Stream[T], items: list[T]) -> dict[int, str]:
         if not items:
-            return
+            return {}
         try:
-            await self.warehouse.run(store_batch, stream, self.warehouse, self.locator, items)
+            stored = await self.warehouse.run(store_batch, stream, self.warehouse, self.locator, items)
         except WarehouseError as exc:
             log.error("embedded_insert_failed", stream=stream.name, error=str(exc)[:2000])
             raise UnavailableError("storage unavailable, retry with backoff") from exc
+        return stored.refused

@@ -166,7 +166,9 @@ class BatchProcessor:
         if not ok:
             return Outcome(done=False)
         if not isinstance(stored, Stored):
-            raise AssertionError("invariant: isinstance(stored, Stored)")
+            raise AssertionError("store_batch returns Stored")
+        for reason in stored.refused.values():
+            metrics.ITEMS_REFUSED.labels(stream.name, reason).inc()
         outcome.duplicates += stored.dropped
         outcome.inserted = len(stored.keys)
         # store_batch keeps the last copy of a key; so does this map.

@@ -1,4 +1,4 @@
-"""The one event validator for `POST /import`: a decoded JSON item → `Event` or `Failure`.
+"""The one event validator for `POST /import` (and `/track`): a decoded JSON item → `Event` or `Failure`.
 
 Used by the gateway (strict 400 bodies), the worker and the embedded service, so every
 layer agrees on what an acceptable event is. Pure: no IO, no clock (the caller passes
@@ -60,6 +60,15 @@ Decisions beyond the spec (all documented here):
   too big). Field names and the echoed `$insert_id` have lone surrogates replaced by
   U+FFFD so the 400 body can always be encoded; `Failure.insert_id` is otherwise the raw
   `$insert_id` whenever that is a string.
+
+`/track` (client-side ingestion, semantics §6.2) uses the same rules and limits, with the
+keyword-only option `track=TrackRules(...)` adding its own (see `TrackRules`): a missing
+`time` is the receive time (`now_ms`), events older than `max_age_seconds` (5 days) fail
+with reason "time" ("use /import for events older than 5 days"), a missing `$insert_id`
+is derived even with `strict` (a present but invalid one still fails under `strict`), and
+`client_ip` (the request's address, `ip=1`) becomes `Event.ip` when the event has no `ip`
+property. The request address is never part of a derived `$insert_id`: the same event
+retried from another network keeps its id.
 """
 
 from __future__ import annotations
@@ -67,6 +76,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -74,7 +84,7 @@ import orjson
 from footfall.shared.config import ImportLimits
 from footfall.shared.events.model import Event, Failure
 
-__all__ = ["RESERVED_IDS", "TIME_FLOOR_MS", "derive_insert_id", "validate_batch", "validate_event"]
+__all__ = ["RESERVED_IDS", "TIME_FLOOR_MS", "TrackRules", "derive_insert_id", "validate_batch", "validate_event"]
 
 RESERVED_IDS = frozenset(
     {
@@ -111,6 +121,21 @@ _TOP_KEYS = frozenset({"event", "properties"})
 _UTF8 = "string should be valid utf8"
 _INT_RANGE = "integer out of range (must fit in 64 bits)"
 _FINITE = "number must be finite"
+
+
+@dataclass(frozen=True, slots=True)
+class TrackRules:
+    """What `/track` adds to the import rules (`validate_event(..., track=TrackRules(...))`).
+
+    * a missing `time` is `now_ms`, the server's receive time;
+    * an event more than `max_age_seconds` older than `now_ms` fails (`/import` takes those);
+    * a missing `$insert_id` is derived from the content even with `strict`;
+    * `client_ip` (the request's address when the client sent `ip=1`) becomes `Event.ip`
+      when the event has no `ip` property (an `ip` property, even `0`, wins).
+    """
+
+    max_age_seconds: int = 5 * 86400
+    client_ip: str | None = None
 
 
 class _Reject(Exception):
@@ -288,8 +313,10 @@ def validate_event(
     limits: ImportLimits,
     now_ms: int,
     body_bytes: int,
+    track: TrackRules | None = None,
 ) -> Event | Failure:
-    """Validate and normalise one decoded `/import` item (see the module docstring)."""
+    """Validate and normalise one decoded `/import` item, or with `track` one `/track` item
+    (see the module docstring)."""
     # --- shape -------------------------------------------------------------------------
     if type(raw) is not dict:
         return _fail(index, None, "", f"each event must be a JSON object, got {_type_name(raw)}", "malformed")
@@ -343,9 +370,12 @@ def validate_event(
     elif tt is float:
         if t != t or t == _INF or t == -_INF:
             return _fail(index, raw_iid, "properties.time", "must be a finite number", "time")
-        time_ms = int(t) if t >= _MS_THRESHOLD else int(t * 1000)
+        # (a negative time is before the floor anyway; `t * 1000` of a huge one would be -inf)
+        time_ms = int(t) if t >= _MS_THRESHOLD else int(t * 1000) if t >= 0.0 else -1
     elif t is None and "time" not in props:
-        return _fail(index, raw_iid, "properties.time", "is required (seconds or milliseconds since epoch)", "time")
+        if track is None:
+            return _fail(index, raw_iid, "properties.time", "is required (seconds or milliseconds since epoch)", "time")
+        time_ms = now_ms
     else:
         return _fail(
             index,
@@ -362,6 +392,15 @@ def validate_event(
             raw_iid,
             "properties.time",
             f"is more than {limits.max_future_seconds} seconds ahead of the server clock",
+            "time",
+        )
+    if track is not None and time_ms < now_ms - track.max_age_seconds * 1000:
+        days = f"{track.max_age_seconds / 86400:g} days"
+        return _fail(
+            index,
+            raw_iid,
+            "properties.time",
+            f"is more than {days} old; use /import for events older than {days}",
             "time",
         )
 
@@ -409,7 +448,7 @@ def validate_event(
             iid_problem = f"is {nbytes} bytes; at most {_INSERT_ID_MAX_BYTES} are allowed"
         else:
             iid_problem = "only alphanumeric characters and '-' are allowed"
-    if iid_problem is not None and strict:
+    if iid_problem is not None and strict and (track is None or "$insert_id" in props):
         return _fail(index, raw_iid, "properties.$insert_id", iid_problem, "insert_id")
 
     # --- token, ip and the other properties --------------------------------------------
@@ -469,6 +508,8 @@ def validate_event(
         iid: str = raw_iid
     else:
         iid = derive_insert_id(name, time_ms, did, ip, out)
+    if track is not None and track.client_ip is not None and "ip" not in props:
+        ip = track.client_ip
     return Event(project_id, name, time_ms, did, iid, out, ip)
 
 
@@ -480,6 +521,7 @@ def validate_batch(
     limits: ImportLimits,
     now_ms: int,
     body_bytes: int,
+    track: TrackRules | None = None,
 ) -> tuple[list[Event], list[Failure]]:
     """Validate every item of a request; failures carry the item's position as `index`."""
     events: list[Event] = []
@@ -488,10 +530,33 @@ def validate_batch(
     add_failure = failures.append
     for i, raw in enumerate(raws):
         r = validate_event(
-            raw, i, project_id=project_id, strict=strict, limits=limits, now_ms=now_ms, body_bytes=body_bytes
+            raw,
+            i,
+            project_id=project_id,
+            strict=strict,
+            limits=limits,
+            now_ms=now_ms,
+            body_bytes=body_bytes,
+            track=track,
         )
         if type(r) is Event:
             add_event(r)
         else:
             add_failure(r)  # type: ignore[arg-type]
     return events, failures
+
+
+# -- the property walk, for other objects of properties (profile and group updates) ----------
+PropertyProblem = _Reject  # `.problem`, `.reason`, `.path` (keys and indices, innermost first)
+
+
+def check_properties(values: dict[Any, Any], limits: ImportLimits) -> dict[Any, Any]:
+    """Check an object of properties by the rules of an event's `properties` (key count, nesting
+    depth, array length, UTF-8, 64-bit integers, finite numbers); return it, or a copy with
+    strings truncated. Raises `PropertyProblem`."""
+    return _walk_dict(values, 0, limits)
+
+
+def check_value(value: Any, limits: ImportLimits) -> Any:
+    """`check_properties` for one property's value (the value of `{"name": value}`)."""
+    return _check_value(value, 0, limits)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 __all__ = [
+    "ENGAGE_SESSIONS",
     "EVENTS",
     "EVENT_COUNTS_15M",
     "PROFILES",
@@ -61,6 +62,7 @@ class Table:
     partition_by: str | None = None
     tenant: bool = True  # one project per row: read only through a scoped source
     time_column: str | None = None  # time-ordered: every read also carries a time range
+    ttl: str | None = None  # a TTL expression: rows expire (are deleted on merges) after it
 
     def __post_init__(self) -> None:
         names = self.column_names
@@ -82,9 +84,10 @@ class Table:
     def create_statement(self) -> str:
         columns = ",\n    ".join(c.definition() for c in self.columns)
         partition = f"\nPARTITION BY {self.partition_by}" if self.partition_by else ""
+        ttl = f"\nTTL {self.ttl}" if self.ttl else ""
         return (
             f"CREATE TABLE IF NOT EXISTS {self.name}\n(\n    {columns}\n)\n"
-            f"ENGINE = {self.engine}{partition}\nORDER BY {self.order_by}"
+            f"ENGINE = {self.engine}{partition}\nORDER BY {self.order_by}{ttl}"
         )
 
 
@@ -247,7 +250,9 @@ PROFILE_UPDATES = Table(
 # `profiles` is the current state: one row per profile, replaced on every change (the highest
 # `version` wins). A deleted profile is a row with `deleted` = 1 (it still remembers the newest
 # update seen, so an older update arriving late is replayed in its place). `last_time` and
-# `last_seq` are the ($time, seq) position of the newest update in the log for this profile.
+# `last_seq` are the ($time, seq) position of the newest update applied (in time order);
+# `seen_seq` the highest seq (the latest arrival) the state includes, so a state that is
+# behind its log (a crash between the log and the state insert) is noticed and rebuilt.
 PROFILES = Table(
     "profiles",
     (
@@ -258,11 +263,32 @@ PROFILES = Table(
         Column("deleted", "UInt8"),
         Column("last_time", _UTC_MS),
         Column("last_seq", "UInt64"),
+        Column("seen_seq", "UInt64"),
         Column("version", "UInt64"),
         Column("updated_at", _UTC_MS),
     ),
     engine="ReplacingMergeTree(version)",
     order_by="(project_id, group_key, profile_id)",
+)
+
+# `/engage` paging snapshots (m0006): the ordered member list of one query's page 0, written
+# only when the result has more than one page, so that the session's later pages keep their
+# membership and order. Rows expire a day after the session was created (`ENGAGE_SESSION_HOURS`
+# in services/query/reports/engage; reads also check `created_at`, as TTL deletes on merges).
+ENGAGE_SESSIONS = Table(
+    "engage_sessions",
+    (
+        Column("project_id", "UInt64"),
+        Column("session_id", "String"),
+        Column("group_key", "String"),  # the collection: '' users, else the group key
+        Column("position", "UInt32"),  # 0-based rank by profile id
+        Column("profile_id", "String"),
+        Column("created_at", _UTC_MS),
+    ),
+    engine="MergeTree",
+    partition_by="toYYYYMMDD(created_at)",
+    order_by="(project_id, session_id, position)",
+    ttl="toDateTime(created_at) + INTERVAL 25 HOUR",
 )
 
 TABLES = MappingProxyType(
@@ -279,6 +305,7 @@ TABLES = MappingProxyType(
             SAVED_REPORTS,
             PROFILE_UPDATES,
             PROFILES,
+            ENGAGE_SESSIONS,
         )
     }
 )

@@ -26,7 +26,7 @@ import orjson
 from footfall.shared.events.model import Event, Failure, event_dedup_key
 from footfall.shared.events.validate import validate_batch
 from footfall.shared.schema.catalog import EVENTS as EVENTS_TABLE
-from footfall.shared.streams.stream import CodecError, Intake, Locator, Rows, Stream
+from footfall.shared.streams.stream import CodecError, Intake, Locator, Rows, Stream, insert_rows
 
 __all__ = ["EVENTS", "decode_event", "encode_event", "event_key", "event_rows"]
 
@@ -146,5 +146,5 @@ EVENTS: Stream[Event] = Stream(
     decode=decode_event,
     partition_key=event_key,
     dedup_key=event_dedup_key,
-    rows=event_rows,
+    store=insert_rows(EVENTS_TABLE, event_rows, event_dedup_key),
 )

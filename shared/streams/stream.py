@@ -10,24 +10,29 @@ knowledge of their own about events (or, later, profile and group updates):
 * `partition_key`: the Kafka key, which keeps one user's (or profile's) items in order on
   one partition and every retry on the partition that saw the original;
 * `dedup_key`: 16 bytes naming what a duplicate is (Redis keys, in-batch dedup, the table);
-* `rows`: deduplicated items → column-oriented rows of `table`, in its column order
-  (pure; the `Locator` turns an address into a place);
-* `table`: where the rows go (a catalog table).
+* `store`: how a batch of items is stored (blocking; run in the warehouse's thread pool) —
+  for most streams `insert_rows(table, rows, dedup_key)`: drop in-batch duplicates (the
+  last copy wins), build column-oriented rows of the catalog `table` (pure; the `Locator`
+  turns an address into a place), insert them; the profile streams log and apply updates;
+* `table`: where the items go (a catalog table).
 
 The topic of a stream is `<prefix><name>.raw` (`footfall.shared.kafka.Topics.of`).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, TypeVar
 
+from footfall.shared import metrics
 from footfall.shared.config import ImportLimits
-from footfall.shared.events.model import Failure
+from footfall.shared.ingest import Locator, Place, Stored
 from footfall.shared.schema.catalog import Table
+from footfall.shared.warehouse import Warehouse
 
-__all__ = ["CodecError", "Intake", "Locator", "Place", "Rows", "Stream"]
+__all__ = ["CodecError", "Intake", "Locator", "Place", "Rows", "Stored", "Stream", "insert_rows"]
 
 T = TypeVar("T")
 
@@ -38,21 +43,6 @@ class CodecError(ValueError):
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)
         self.reason = reason
-
-
-@dataclass(frozen=True, slots=True)
-class Place:
-    """Where an address is: what enrichment adds to an item."""
-
-    city: str = ""
-    region: str = ""
-    country_code: str = ""
-
-
-class Locator(Protocol):
-    """Address → place (the worker's GeoIP enricher; a no-op without a database)."""
-
-    def place(self, ip: str | None) -> Place: ...
 
 
 @dataclass(frozen=True)
@@ -82,16 +72,42 @@ class Rows:
         return len(self.keys)
 
 
+StoreFn = Callable[[Warehouse, Locator, Sequence[T], int], Stored]
+
+
+def insert_rows(
+    table: Table, rows: Callable[[Sequence[T], Sequence[bytes], Locator, int], Rows], dedup_key: Callable[[T], bytes]
+) -> StoreFn[T]:
+    """The store step of a stream whose items are rows of `table`: of several items with the
+    same dedup key only the last is kept (the most recently ingested copy of a duplicate
+    wins, and inside one batch that is the later one), then one insert."""
+
+    def store(warehouse: Warehouse, locator: Locator, items: Sequence[T], ingested_at_ms: int) -> Stored:
+        latest: dict[bytes, T] = {}
+        for item in items:
+            latest[dedup_key(item)] = item  # re-assigning keeps the first position, last value
+        if not latest:
+            return Stored()
+        built = rows(list(latest.values()), list(latest), locator, ingested_at_ms)
+        started = time.perf_counter()
+        warehouse.insert(table.name, table.column_names, built.columns, column_oriented=True)
+        metrics.INSERT_SECONDS.observe(time.perf_counter() - started)
+        metrics.INSERT_BATCH_EVENTS.observe(len(built))
+        return Stored(built.keys, len(items) - len(latest))
+
+    return store
+
+
 @dataclass(frozen=True)
 class Stream(Generic[T]):
     name: str
     table: Table
-    validate: Callable[[list[Any], Intake], tuple[list[T], list[Failure]]]
+    validate: Callable[[list[Any], Intake], tuple[list[T], list[Any]]]  # items, failures (with `as_record()`)
     encode: Callable[[T], bytes]
     decode: Callable[[bytes | None], T]
     partition_key: Callable[[T], bytes]
     dedup_key: Callable[[T], bytes]
-    rows: Callable[[Sequence[T], Sequence[bytes], Locator, int], Rows]
+    store: StoreFn[T]
 
     def __repr__(self) -> str:
         return f"Stream({self.name!r})"

@@ -27,6 +27,7 @@ from footfall.services.worker.enrich import (
 from footfall.shared.config import ImportLimits
 from footfall.shared.events import Event, validate_batch
 from footfall.shared.streams import EVENTS, Rows
+from footfall.shared.streams.events import event_rows
 from footfall.shared.warehouse import ClickHouseWarehouse
 from tests.geo import UNKNOWN_IPS, write_test_city_db
 
@@ -176,7 +177,7 @@ def event(n: int, ip: str | None, **props: object) -> Event:
 
 
 def _rows(events: list[Event], enricher: Enricher) -> Rows:
-    return EVENTS.rows(events, [EVENTS.dedup_key(e) for e in events], enricher, NOW_MS)
+    return event_rows(events, [EVENTS.dedup_key(e) for e in events], enricher, NOW_MS)
 
 
 def test_event_rows_add_geo_and_never_store_ip(enricher: Enricher) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
+from footfall.services.gateway.addresses import Network
 from footfall.services.gateway.app import build_app
 from footfall.services.gateway.sinks import MemorySink
 from footfall.shared.auth import Authenticator
@@ -61,18 +62,28 @@ def build_directory(creds: Creds = CREDS) -> Directory:
 
 
 class Gateway:
-    """The gateway app with a `MemorySink`, answering synchronous calls."""
+    """The gateway app with a `MemorySink`, answering synchronous calls (from the peer
+    127.0.0.1, or `peer=` per request)."""
 
-    def __init__(self, directory: Directory, limits: ImportLimits | None = None) -> None:
+    def __init__(
+        self, directory: Directory, limits: ImportLimits | None = None, *, trusted_proxies: tuple[Network, ...] = ()
+    ) -> None:
         self.sink = MemorySink()
         self.limits = limits or ImportLimits()
-        self.app = build_app(Authenticator(directory), self.sink, self.limits)
+        self.app = build_app(Authenticator(directory), self.sink, self.limits, trusted_proxies=trusted_proxies)
         self._runner = asyncio.Runner()
         transport = httpx.ASGITransport(app=self.app, raise_app_exceptions=False)
         self._client = httpx.AsyncClient(transport=transport, base_url="http://footfall.test")
 
-    def request(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
-        return self._runner.run(self._client.request(method, url, **kwargs))
+    def request(self, method: str, url: str, *, peer: str | None = None, **kwargs: Any) -> httpx.Response:
+        if peer is None:
+            return self._runner.run(self._client.request(method, url, **kwargs))
+        return self._runner.run(self._from_peer(peer, method, url, **kwargs))
+
+    async def _from_peer(self, peer: str, method: str, url: str, **kwargs: Any) -> httpx.Response:
+        transport = httpx.ASGITransport(app=self.app, raise_app_exceptions=False, client=(peer, 50000))
+        async with httpx.AsyncClient(transport=transport, base_url="http://footfall.test") as client:
+            return await client.request(method, url, **kwargs)
 
     def post(self, url: str, **kwargs: Any) -> httpx.Response:
         return self.request("POST", url, **kwargs)
@@ -97,13 +108,14 @@ def directory() -> Directory:
 
 @pytest.fixture(scope="session")
 def make_gateway(directory: Directory) -> Iterator[Callable[..., Gateway]]:
-    """`make_gateway(limits=None)` → a new `Gateway` (its own sink); closed at session end.
+    """`make_gateway(limits=None, trusted_proxies=())` → a new `Gateway` (its own sink);
+    closed at session end.
 
     Session-scoped so that Hypothesis tests may use it; each call is independent."""
     made: list[Gateway] = []
 
-    def make(limits: ImportLimits | None = None) -> Gateway:
-        gw = Gateway(directory, limits)
+    def make(limits: ImportLimits | None = None, *, trusted_proxies: tuple[Network, ...] = ()) -> Gateway:
+        gw = Gateway(directory, limits, trusted_proxies=trusted_proxies)
         made.append(gw)
         return gw
 

@@ -262,10 +262,10 @@ def test_sink_unavailable_503_with_retry_after_and_nothing_counted(gateway, auth
 
 def test_imported_and_rejected_events_are_counted(gateway, auth) -> None:
     imported = counter("footfall_events_imported_total", {"path": "import"})
-    rejected = counter("footfall_events_rejected_total", {"reason": "time"})
+    rejected = counter("footfall_events_rejected_total", {"path": "import", "reason": "time"})
     post(gateway, [event(0), bad_time(1)], auth=auth)
     assert counter("footfall_events_imported_total", {"path": "import"}) == imported + 1
-    assert counter("footfall_events_rejected_total", {"reason": "time"}) == rejected + 1
+    assert counter("footfall_events_rejected_total", {"path": "import", "reason": "time"}) == rejected + 1
 
 
 # -- paths and methods -----------------------------------------------------------------------

@@ -1,0 +1,1 @@
+"""User and group profiles: the update objects, their application, the state store and group key ids."""
