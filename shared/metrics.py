@@ -28,6 +28,12 @@ PUBLISH_SECONDS = Histogram("footfall_kafka_publish_seconds", "Time until Kafka 
 DEAD_LETTERED = Counter("footfall_dead_lettered_total", "Messages sent to the dead-letter topic", ["reason"])
 CONSUMER_LAG = Gauge("footfall_consumer_lag", "Messages behind the partition end", ["topic", "partition"])
 REDIS_FALLBACK = Gauge("footfall_dedup_redis_unavailable", "1 while Redis dedup is bypassed because Redis is down")
+ITEMS_ACCEPTED = Counter(
+    "footfall_items_accepted_total", "Profile and group updates accepted by /engage and /groups", ["stream"]
+)
+ITEMS_REJECTED = Counter(
+    "footfall_items_rejected_total", "Profile and group updates refused by validation", ["stream", "reason"]
+)
 ITEMS_REFUSED = Counter(
     "footfall_items_refused_total",
     "Accepted items the store refused (profile updates that clash with their profile)",

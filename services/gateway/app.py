@@ -9,28 +9,34 @@ from starlette.applications import Starlette
 from starlette.routing import Route
 
 from footfall.services.gateway.addresses import Network
+from footfall.services.gateway.engage import UpdatesEndpoint
 from footfall.services.gateway.import_ import ImportEndpoint
 from footfall.services.gateway.responses import INGESTION
 from footfall.services.gateway.sinks import Sink
 from footfall.services.gateway.track import TrackEndpoint
 from footfall.shared.auth import Authenticator
 from footfall.shared.config import ImportLimits
+from footfall.shared.streams import GROUP_UPDATES, USER_UPDATES
 from footfall.shared.web import build_starlette
 
-__all__ = ["INGESTION", "build_app", "import_routes"]
+__all__ = ["INGESTION", "build_app", "ingestion_routes"]
 
 
-def import_routes(
+def ingestion_routes(
     authenticator: Authenticator, sink: Sink, limits: ImportLimits, *, trusted_proxies: tuple[Network, ...] = ()
 ) -> list[Route]:
-    """The event ingestion routes: `/import` and `/track` (each with a trailing-slash alias)."""
+    """The ingestion routes (each with a trailing-slash alias): events through `/import` and
+    `/track`, profile updates through `/engage`, group profile updates through `/groups`."""
     endpoint = ImportEndpoint(authenticator, sink, limits)
     track = TrackEndpoint(authenticator, sink, limits, trusted_proxies)
+    engage = UpdatesEndpoint(USER_UPDATES, authenticator, sink, limits, trusted_proxies)
+    groups = UpdatesEndpoint(GROUP_UPDATES, authenticator, sink, limits, trusted_proxies)
+    browser = ["POST", "GET", "OPTIONS"]
     return [
-        Route("/import", endpoint.handle, methods=["POST", "GET"]),
-        Route("/import/", endpoint.handle, methods=["POST", "GET"]),
-        Route("/track", track.handle, methods=["POST", "GET", "OPTIONS"]),
-        Route("/track/", track.handle, methods=["POST", "GET", "OPTIONS"]),
+        *(Route(path, endpoint.handle, methods=["POST", "GET"]) for path in ("/import", "/import/")),
+        *(Route(path, track.handle, methods=browser) for path in ("/track", "/track/")),
+        *(Route(path, engage.handle, methods=browser) for path in ("/engage", "/engage/")),
+        *(Route(path, groups.handle, methods=browser) for path in ("/groups", "/groups/")),
     ]
 
 
@@ -47,5 +53,5 @@ def build_app(
         finally:
             await sink.stop()
 
-    routes = import_routes(authenticator, sink, limits, trusted_proxies=trusted_proxies)
+    routes = ingestion_routes(authenticator, sink, limits, trusted_proxies=trusted_proxies)
     return build_starlette("gateway", routes, interfaces=[INGESTION], lifespan=lifespan)

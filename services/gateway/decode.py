@@ -12,6 +12,7 @@ import base64
 import binascii
 import json
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
@@ -193,3 +194,27 @@ def decode_body(
     raise FootfallError(
         415, f"unsupported Content-Type {kind or '(none)'!r}: use application/json or application/x-ndjson"
     )
+
+
+def sniff_content_type(content_type: str | None, content_encoding: str | None, raw: bytes) -> str | None:
+    """The content type to decode by: a missing or `text/plain` one is sniffed (JSON or form)."""
+    if media_type(content_type) not in ("", "text/plain"):
+        return content_type
+    if (content_encoding or "").strip().lower() not in ("", "identity") or not raw.strip():
+        return content_type
+    return JSON_TYPES[0] if raw.lstrip()[:1] in (b"[", b"{") else FORM_TYPES[0]
+
+
+class RequestFlags:
+    """Request flags: the query string's, else the form body's."""
+
+    def __init__(self, params: Mapping[str, str], fields: Mapping[str, str]) -> None:
+        self.params = params
+        self.fields = fields
+
+    def get(self, name: str) -> str | None:
+        found = self.params.get(name)
+        return found if found is not None else self.fields.get(name)
+
+    def on(self, name: str) -> bool:
+        return self.get(name) == "1"

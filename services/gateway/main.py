@@ -15,7 +15,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 
-from footfall.services.gateway.app import INGESTION, import_routes
+from footfall.services.gateway.app import INGESTION, ingestion_routes
 from footfall.services.gateway.credentials import FollowedAuthenticator
 from footfall.services.gateway.kafka_sink import KafkaSink
 from footfall.services.gateway.settings import GatewaySettings
@@ -60,7 +60,7 @@ def build_gateway(settings: GatewaySettings) -> Starlette:
             orjson.dumps(body), status_code=200 if authenticator.loaded else 503, media_type="application/json"
         )
 
-    routes = import_routes(authenticator, sink, settings.limits, trusted_proxies=settings.trusted_proxies)
+    routes = ingestion_routes(authenticator, sink, settings.limits, trusted_proxies=settings.trusted_proxies)
     return build_starlette("gateway", routes, interfaces=[INGESTION], lifespan=lifespan, health=healthz)
 
 

@@ -10,16 +10,25 @@ legacy `0` / `{"status": 0, "error"}` that old clients parse, or for `/track`
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
-from footfall.shared.events import Failure
 from footfall.shared.web import Interface
+
+
+class Refusal(Protocol):
+    """A refused item of a request (an event's `Failure`, an update's `UpdateFailure`)."""
+
+    @property
+    def message(self) -> str: ...
+
+    def as_record(self) -> dict[str, Any]: ...
+
 
 STATUS_TEXT = {
     400: "Bad Request",
@@ -47,7 +56,7 @@ def json_error(status: int, message: str, *, retry_after: int | None = None) -> 
     return OrjsonResponse(body, status_code=status, headers=headers)
 
 
-def strict_result(imported: int, failures: list[Failure]) -> Response:
+def strict_result(imported: int, failures: Sequence[Refusal]) -> Response:
     if not failures:
         return OrjsonResponse({"code": 200, "num_records_imported": imported, "status": "OK"})
     return OrjsonResponse(
@@ -163,7 +172,7 @@ class TrackAnswer:
             response.headers.update(extra)
         return response
 
-    def result(self, imported: int, failures: list[Failure]) -> Response:
+    def result(self, imported: int, failures: Sequence[Refusal]) -> Response:
         """The answer of a request that was read: `imported` events accepted, `failures`."""
         ok = imported > 0
         error = failures[0].message if failures else None if ok else "no events in the request"

@@ -76,9 +76,11 @@ from footfall.services.gateway.decode import (
     JSON_TYPES,
     NDJSON_TYPES,
     MalformedItem,
+    RequestFlags,
     decode_body,
     form_fields,
     media_type,
+    sniff_content_type,
     too_large,
     too_many,
 )
@@ -98,18 +100,8 @@ __all__ = ["TrackEndpoint"]
 log = structlog.get_logger(__name__)
 
 _WIRE_SLACK = 1.05  # as /import: gzip of incompressible data is slightly larger than the data
-_FORM = FORM_TYPES[0]
 _STRICT_TYPES = (*JSON_TYPES, *NDJSON_TYPES)
 _JSON_TYPES = {bool: "boolean", int: "number", float: "number", list: "array", dict: "object"}
-
-
-def _body_type(content_type: str | None, content_encoding: str | None, raw: bytes) -> str | None:
-    """The content type to decode by: a missing or `text/plain` one is sniffed (JSON or form)."""
-    if media_type(content_type) not in ("", "text/plain"):
-        return content_type
-    if (content_encoding or "").strip().lower() not in ("", "identity") or not raw.strip():
-        return content_type
-    return JSON_TYPES[0] if raw.lstrip()[:1] in (b"[", b"{") else _FORM
 
 
 def _token_failure(index: int, props: dict[Any, Any], problem: str) -> Failure:
@@ -124,27 +116,12 @@ def _token_failure(index: int, props: dict[Any, Any], problem: str) -> Failure:
     return Failure(index, iid, "properties.token", f"'properties.token' is invalid: {problem}", "token")
 
 
-class _Flags:
-    """Request flags: the query string's, else the form body's."""
-
-    def __init__(self, params: Mapping[str, str], fields: Mapping[str, str]) -> None:
-        self.params = params
-        self.fields = fields
-
-    def get(self, name: str) -> str | None:
-        found = self.params.get(name)
-        return found if found is not None else self.fields.get(name)
-
-    def on(self, name: str) -> bool:
-        return self.get(name) == "1"
-
-
 def _set_answer(
     request: Request, params: Mapping[str, str], fields: Mapping[str, str], strict_body: bool
 ) -> TrackAnswer:
     """The shape this request's answer (and error) takes, kept on `request.state.answer` for the
     ingestion renderer. A bad `callback` is refused (400) in the shape without it."""
-    flags = _Flags(params, fields)
+    flags = RequestFlags(params, fields)
     answer = TrackAnswer(
         verbose=flags.on("verbose"),
         img=flags.on("img"),
@@ -181,7 +158,7 @@ class TrackEndpoint:
         strict_body = media_type(content_type) in _STRICT_TYPES
         _set_answer(request, params, {}, strict_body)
         raw = await self._read(request)
-        kind = _body_type(content_type, content_encoding, raw)
+        kind = sniff_content_type(content_type, content_encoding, raw)
         if media_type(kind) in FORM_TYPES and identity:
             # The form's own flags (verbose, ip, ...) decide the answer, errors included.
             _set_answer(request, params, form_fields(raw), False)
@@ -202,7 +179,7 @@ class TrackEndpoint:
             limit=self.limits.max_request_bytes,
             max_items=self.limits.max_events_per_request,
         )
-        flags = _Flags(params, decoded.fields)
+        flags = RequestFlags(params, decoded.fields)
         answer = _set_answer(request, params, decoded.fields, strict_body and not decoded.legacy)
         if len(decoded.items) > self.limits.max_events_per_request:
             raise too_many(len(decoded.items), self.limits.max_events_per_request)

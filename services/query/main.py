@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import structlog
 from starlette.applications import Starlette
 
+from footfall.services.app.data_groups import data_group_routes
 from footfall.services.app.saved import MANAGEMENT, saved_routes
 from footfall.services.query.app import query_routes
 from footfall.services.query.endpoints import QUERY
@@ -69,10 +70,10 @@ def build_query(settings: QuerySettings, *, refresh_seconds: float = REFRESH_SEC
                 await task
             warehouse.close()
 
-    # The management interface (saved funnels and reports) lives beside the queries that
-    # read it: this process is the one with warehouse access in the distributed shape.
-    routes = query_routes(authenticator, warehouse, settings) + saved_routes(
-        authenticator, WarehouseSavedStore(warehouse)
-    )
+    # The management interface (saved funnels and reports, data groups) lives beside the
+    # queries that read it: this process is the one with warehouse access in the distributed shape.
+    routes = query_routes(authenticator, warehouse, settings)
+    routes += saved_routes(authenticator, WarehouseSavedStore(warehouse))
+    routes += data_group_routes(authenticator, warehouse)
     app = build_starlette("query", routes, interfaces=[QUERY, MANAGEMENT], lifespan=lifespan)
     return QueryProcess(app, warehouse, authenticator)

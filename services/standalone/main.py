@@ -12,8 +12,9 @@ import structlog
 from starlette.applications import Starlette
 
 from footfall.services.app.bootstrap import BOOTSTRAP_FILE, bootstrap_if_empty
+from footfall.services.app.data_groups import data_group_routes
 from footfall.services.app.saved import MANAGEMENT, saved_routes
-from footfall.services.gateway.app import INGESTION, import_routes
+from footfall.services.gateway.app import INGESTION, ingestion_routes
 from footfall.services.gateway.sinks import Sink
 from footfall.services.query.app import query_routes
 from footfall.services.query.endpoints import QUERY
@@ -72,11 +73,12 @@ def build_embedded(settings: ServeSettings, *, sink: Sink | None = None) -> Embe
             enricher.close()
             warehouse.close()
 
-    routes = import_routes(
+    routes = ingestion_routes(
         authenticator, sink, settings.gateway.limits, trusted_proxies=settings.gateway.trusted_proxies
     )
     routes += query_routes(authenticator, warehouse, settings.query)
     routes += saved_routes(authenticator, WarehouseSavedStore(warehouse))
+    routes += data_group_routes(authenticator, warehouse)
     app = build_starlette("embedded", routes, interfaces=[INGESTION, QUERY, MANAGEMENT], lifespan=lifespan)
     return Embedded(app, warehouse, authenticator, repo)
 

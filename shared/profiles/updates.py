@@ -210,6 +210,8 @@ def parse_update(
             value = _object_value(op, value, limits)
         elif op == "$unset":
             value = _unset_value(value, limits)
+        else:  # $delete: its value means nothing (clients send "" or null)
+            value = None
         return ProfileUpdate(
             project_id, group_key, profile_id, op, value, _time(raw, now_ms), _flag(raw, "$ignore_time"), _ip(raw)
         )

@@ -24,7 +24,9 @@ import httpx
 import orjson
 import pytest
 
-from footfall.services.gateway.app import INGESTION, import_routes
+from footfall.services.app.data_groups import data_group_routes
+from footfall.services.app.saved import MANAGEMENT, saved_routes
+from footfall.services.gateway.app import INGESTION, ingestion_routes
 from footfall.services.query import app as query_app
 from footfall.services.query.endpoints import QUERY
 from footfall.services.query.reports import _common
@@ -34,6 +36,7 @@ from footfall.services.worker.enrich import Enricher
 from footfall.shared.auth import Authenticator
 from footfall.shared.config import ImportLimits
 from footfall.shared.metadata import MetadataRepository
+from footfall.shared.saved import WarehouseSavedStore
 from footfall.shared.warehouse import ClickHouseWarehouse
 from footfall.shared.web import build_starlette
 from tests.factories import Dataset, ProjectSpec, normalize_key
@@ -93,9 +96,11 @@ def build_env(
         repo.grant(sa_id, pid, "owner")
     authenticator = Authenticator(repo.load_directory())
     settings = settings or QuerySettings(rate_per_hour=0, concurrency=0)
-    routes = import_routes(authenticator, EmbeddedSink(warehouse, Enricher(None)), ImportLimits())
+    routes = ingestion_routes(authenticator, EmbeddedSink(warehouse, Enricher(None)), ImportLimits())
     routes += query_app.query_routes(authenticator, warehouse, settings)
-    return ReportEnv(warehouse, build_starlette("report-test", routes, interfaces=[INGESTION, QUERY]), dict(zones))
+    routes += saved_routes(authenticator, WarehouseSavedStore(warehouse)) + data_group_routes(authenticator, warehouse)
+    app = build_starlette("report-test", routes, interfaces=[INGESTION, QUERY, MANAGEMENT])
+    return ReportEnv(warehouse, app, dict(zones))
 
 
 def _batches(events: list[dict[str, Any]], size: int = 1000) -> Iterator[list[dict[str, Any]]]:
