@@ -237,12 +237,22 @@ class Cluster:
         finally:
             reader.terminate()
 
+    def read_profiles(self, *, stop: list[Proc]) -> dict[str, dict[str, Any]]:
+        """The live profiles of the store ({"<project>|<group key>|<id>": properties}), read once
+        the processes in `stop` (the workers holding the chDB folder) have stopped."""
+        for proc in stop:
+            proc.terminate()
+        profiles: dict[str, dict[str, Any]] = run_driver("dump-profiles", "--data", str(self.data_dir))["profiles"]
+        return profiles
+
     def stop_all(self) -> None:
         for proc in reversed(self.procs):
             proc.terminate(timeout=20)
 
-    def caught_up(self, timeout: float = 60.0) -> None:
-        asyncio.run(wait_caught_up(self.kafka, self.group, self.raw_topic, timeout))
+    def caught_up(self, timeout: float = 60.0, *, topics: tuple[str, ...] = ("events.raw",)) -> None:
+        """Wait until the workers' group has committed the end of each topic (names unprefixed)."""
+        for topic in topics:
+            asyncio.run(wait_caught_up(self.kafka, self.group, self.prefix + topic, timeout))
 
 
 # -- events and clients ------------------------------------------------------------------
@@ -278,14 +288,37 @@ def post_import(base: str, events: list[dict], *, timeout: float = 30.0) -> http
     )
 
 
+def post_updates(base: str, path: str, updates: list[dict], *, timeout: float = 30.0) -> httpx.Response:
+    """`/engage` or `/groups` with a JSON body, strict (tokens in the updates, no address)."""
+    return httpx.post(
+        base + path,
+        params={"strict": "1", "ip": "0"},
+        content=orjson.dumps(updates),
+        headers={"content-type": "application/json"},
+        timeout=timeout,
+    )
+
+
+def updates_with_retry(
+    base: str, path: str, updates: list[dict], *, deadline: float, stats: dict[str, int] | None = None
+) -> httpx.Response:
+    """`import_with_retry` for profile updates."""
+    return import_with_retry(base, updates, deadline=deadline, stats=stats, post=lambda b, u: post_updates(b, path, u))
+
+
 def import_with_retry(
-    base: str, events: list[dict], *, deadline: float, stats: dict[str, int] | None = None
+    base: str,
+    events: list[dict],
+    *,
+    deadline: float,
+    stats: dict[str, int] | None = None,
+    post: Callable[[str, list[dict]], httpx.Response] = post_import,
 ) -> httpx.Response:
     """Send until the gateway answers something other than 503 / a connection error
     (like the official clients, honouring Retry-After, capped so tests stay quick)."""
     while True:
         try:
-            r = post_import(base, events)
+            r = post(base, events)
             if r.status_code != 503:
                 return r
             if stats is not None:

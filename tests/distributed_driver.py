@@ -6,6 +6,7 @@ the tests assert on it.
     python -m tests.distributed_driver rotate-token --data D --add NEW --revoke OLD
     python -m tests.distributed_driver rebalance --kafka K --redis R --prefix P --data D
     python -m tests.distributed_driver warehouse-outage --kafka K --redis R --prefix P --data D
+    python -m tests.distributed_driver dump-profiles --data D    (the live profiles of the store)
 """
 
 from __future__ import annotations
@@ -194,6 +195,18 @@ async def warehouse_outage(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def dump_profiles(args: argparse.Namespace) -> dict[str, Any]:
+    """Every live profile of the store, as {"<project>|<group key>|<id>": properties}."""
+    warehouse = chdb(Path(args.data))
+    try:
+        rows = warehouse.query(
+            "SELECT project_id, group_key, profile_id, properties FROM profiles FINAL WHERE deleted = 0"
+        )
+    finally:
+        warehouse.close()
+    return {"profiles": {f"{p}|{g}|{pid}": orjson.loads(props) for p, g, pid, props in rows}}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tests.distributed_driver")
     sub = parser.add_subparsers(dest="scenario", required=True)
@@ -201,6 +214,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     rot.add_argument("--data", required=True)
     rot.add_argument("--add", required=True)
     rot.add_argument("--revoke", required=True)
+    dump = sub.add_parser("dump-profiles")
+    dump.add_argument("--data", required=True)
     for name in ("rebalance", "warehouse-outage"):
         p = sub.add_parser(name)
         p.add_argument("--kafka", required=True)
@@ -211,6 +226,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging("warning", "json")
     if args.scenario == "rotate-token":
         result = rotate_token(args)
+    elif args.scenario == "dump-profiles":
+        result = dump_profiles(args)
     elif args.scenario == "rebalance":
         result = asyncio.run(rebalance(args))
     else:
