@@ -8,6 +8,7 @@ import sys
 BENCHMARKS = [
     "import_embedded",
     "track_embedded",
+    "profiles_embedded",
     "gateway_kafka",
     "end_to_end",
     "query_segmentation",

@@ -67,6 +67,7 @@ class ProfileState:
     last_time: int = 0
     last_seq: int = 0
     seen_seq: int = 0
+    behind: bool = False  # its log holds arrivals it does not include (set by the store)
 
     @property
     def position(self) -> tuple[int, int]:
@@ -166,7 +167,7 @@ def _operate(props: dict[str, Any], op: str, value: Any) -> set[str]:
 
 
 def _within_limits(props: dict[str, Any], changed: Iterable[str], limits: ImportLimits) -> bool:
-    if sum(1 for name in props if name != LAST_SEEN) >= limits.max_properties:
+    if len(props) - (LAST_SEEN in props) >= limits.max_properties:
         return False
     try:
         for name in changed:

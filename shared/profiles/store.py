@@ -5,18 +5,23 @@ embedded path both run it through `store_batch`). Per batch:
 
 1. drop in-batch duplicates (the first arrival is kept) and give every update its arrival
    `seq` (`SeqClock`: increasing within the process, from the wall clock in 1/10,000 ms);
-2. per project, one query over the log of the batch's profiles finds the updates already
-   logged (replays: dropped) and the newest logged `seq` of each profile; the rest are
-   inserted into `profile_updates`;
-3. the current states are read (`profiles` FINAL); a profile whose new updates are all
-   newer than everything its state has seen, and whose state is not behind its log (a crash
-   between the two inserts), advances in place; any other profile is replayed from its whole
-   log;
-4. the new states are inserted (one row per profile; the highest `version` wins).
+2. per project and group key, one query reads the current states (`profiles` FINAL) and
+   the newest logged arrival of each profile (`profile_heads`): a state behind its log (a
+   crash between the log and the state insert) is noticed there;
+3. the updates no newer than their profile's newest applied `$time` (only those can be
+   replays: a replay has its original's `$time`), and the updates of profiles behind their
+   log, are checked against the log; replays are dropped, the rest inserted into
+   `profile_updates`;
+4. a profile whose new updates are all newer than everything its state has seen advances in
+   place; any other profile is replayed from its whole log;
+5. the new states are inserted (one row per profile; the highest `version` wins).
 
 Updates of one profile are serialised: in a worker a profile's updates come from one
 partition, and `store_updates` holds a process-wide lock (the embedded path stores
-concurrent requests). Every read goes through the SQL layer's project-scoped sources.
+concurrent requests). Every read goes through the SQL layer's project-scoped sources; the
+id lists travel as one JSON string parameter (binding thousands of separate values costs
+more in the client than the query in the engine), and `profile_id IN (…)` under a fixed
+`group_key` is a prefix of every profile table's sorting key.
 """
 
 from __future__ import annotations
@@ -27,20 +32,18 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 import orjson
 
 from footfall.shared.ingest import Locator, Place, Stored
 from footfall.shared.profiles.apply import Entry, ProfileState, advance, replay
 from footfall.shared.profiles.updates import ProfileUpdate, update_dedup_key
-from footfall.shared.schema.catalog import PROFILE_UPDATES, PROFILES
-from footfall.shared.sql import Params, Scope, render, source, sql
+from footfall.shared.schema.catalog import PROFILE_HEADS, PROFILE_UPDATES, PROFILES
+from footfall.shared.sql import Params, Scope, Sql, render, source, sql
 from footfall.shared.warehouse import Warehouse
 
 __all__ = ["SEQ", "SeqClock", "store_updates"]
 
-Key = tuple[str, str]  # (group_key, profile_id)
 _FIRST_ARRIVAL = 2**63  # version of the log rows: the highest is the lowest seq
 _LOCK = threading.Lock()
 
@@ -70,6 +73,7 @@ class _Pending:
     update: ProfileUpdate
     dedup: bytes
     entry: Entry
+    place: Place
 
 
 def _geo(place: Place) -> tuple[tuple[str, str], ...]:
@@ -83,96 +87,107 @@ def _ms(value: datetime) -> int:
     return int(value.timestamp() * 1000)
 
 
-def _keys_filter(keys: Sequence[Key], binds: Params) -> Any:
-    return sql("(group_key, profile_id) IN {}", binds.add([tuple(k) for k in keys], "Array(Tuple(String, String))"))
+def _json_list(values: Sequence[str], binds: Params) -> Sql:
+    """A list of strings as one bound JSON string, unpacked by the engine into a set."""
+    return sql(
+        "(SELECT arrayJoin(JSONExtract({}, 'Array(String)')))", binds.add(orjson.dumps(list(values)).decode(), "String")
+    )
 
 
-class _ProjectStore:
-    """The warehouse reads and writes of one project's profiles."""
+class _ProfileStore:
+    """The warehouse reads and writes of the profiles of one project and group key."""
 
-    def __init__(self, warehouse: Warehouse, project_id: int) -> None:
+    def __init__(self, warehouse: Warehouse, project_id: int, group_key: str) -> None:
         self.warehouse = warehouse
         self.scope = Scope(project_id)
+        self.group_key = group_key
 
-    def logged(self, keys: Sequence[Key], hashes: Sequence[bytes]) -> tuple[dict[Key, int], set[bytes]]:
-        """The newest logged seq of each profile, and which of `hashes` are logged already."""
-        b = Params()
-        wanted = b.add([h.hex().upper() for h in hashes], "Array(String)")
-        text = sql(
-            "SELECT group_key, profile_id, max(seq), groupArrayIf(hex(dedup_hash), has({}, hex(dedup_hash))) "
-            "FROM {} GROUP BY group_key, profile_id",
-            wanted,
-            source(PROFILE_UPDATES, self.scope, b, keys=_keys_filter(keys, b)),
-        )
-        newest: dict[Key, int] = {}
-        seen: set[bytes] = set()
-        for group_key, profile_id, max_seq, found in self.warehouse.query(render(text), b.values):
-            newest[(group_key, profile_id)] = int(max_seq)
-            seen.update(bytes.fromhex(h) for h in found)
-        return newest, seen
+    def _ids(self, ids: Sequence[str], binds: Params) -> Sql:
+        return sql("group_key = {} AND profile_id IN {}", binds.add(self.group_key, "String"), _json_list(ids, binds))
 
-    def states(self, keys: Sequence[Key]) -> dict[Key, ProfileState]:
+    def states(self, ids: Sequence[str]) -> dict[str, ProfileState]:
+        """The current state of each profile that has one, marked `behind` when the log holds
+        a newer arrival than the state includes (`profile_heads`)."""
         b = Params()
         text = sql(
-            "SELECT group_key, profile_id, properties, deleted, last_time, last_seq, seen_seq FROM {}",
-            source(PROFILES, self.scope, b, final=True, keys=_keys_filter(keys, b)),
+            "SELECT profile_id, properties, deleted, last_time, last_seq, seen_seq, 0 AS head FROM {} "
+            "UNION ALL SELECT profile_id, '', 0, toDateTime64(0, 3, 'UTC'), 0, 0, max(max_seq) FROM {} "
+            "GROUP BY profile_id",
+            source(PROFILES, self.scope, b, final=True, keys=self._ids(ids, b)),
+            source(PROFILE_HEADS, self.scope, b, keys=self._ids(ids, b)),
         )
-        found: dict[Key, ProfileState] = {}
-        for group_key, profile_id, properties, deleted, last_time, last_seq, seen_seq in self.warehouse.query(
+        found: dict[str, ProfileState] = {}
+        heads: dict[str, int] = {}
+        for profile_id, properties, deleted, last_time, last_seq, seen_seq, head in self.warehouse.query(
             render(text), b.values
         ):
+            if head:
+                heads[profile_id] = int(head)
+                continue
             props = None if deleted else orjson.loads(properties)
-            found[(group_key, profile_id)] = ProfileState(props, _ms(last_time), int(last_seq), int(seen_seq))
+            found[profile_id] = ProfileState(props, _ms(last_time), int(last_seq), int(seen_seq))
+        for profile_id, head in heads.items():
+            state = found.setdefault(profile_id, ProfileState())
+            state.behind = head > state.seen_seq
         return found
 
-    def logs(self, keys: Sequence[Key]) -> dict[Key, list[Entry]]:
+    def logged(self, ids: Sequence[str], hashes: Sequence[bytes]) -> set[bytes]:
+        """Which of `hashes` (updates of the profiles `ids`) are in the log already."""
+        b = Params()
+        keys = sql("{} AND hex(dedup_hash) IN {}", self._ids(ids, b), _json_list([h.hex().upper() for h in hashes], b))
+        text = sql("SELECT DISTINCT hex(dedup_hash) FROM {}", source(PROFILE_UPDATES, self.scope, b, keys=keys))
+        return {bytes.fromhex(row[0]) for row in self.warehouse.query(render(text), b.values)}
+
+    def logs(self, ids: Sequence[str]) -> dict[str, list[Entry]]:
         """Every logged update of the profiles, one per dedup hash (its first arrival)."""
         b = Params()
         text = sql(
-            "SELECT group_key, profile_id, op, value, time, seq, ignore_time, city, region, country_code, "
-            "hex(dedup_hash) FROM {}",
-            source(PROFILE_UPDATES, self.scope, b, keys=_keys_filter(keys, b)),
+            "SELECT profile_id, op, value, time, seq, ignore_time, city, region, country_code, hex(dedup_hash) FROM {}",
+            source(PROFILE_UPDATES, self.scope, b, keys=self._ids(ids, b)),
         )
-        first: dict[tuple[Key, str], Entry] = {}
-        for group_key, profile_id, op, value, at, seq, ignore_time, city, region, cc, dedup in self.warehouse.query(
+        first: dict[tuple[str, str], Entry] = {}
+        for profile_id, op, value, at, seq, ignore_time, city, region, cc, dedup in self.warehouse.query(
             render(text), b.values
         ):
             entry = Entry(op, orjson.loads(value), _ms(at), int(seq), bool(ignore_time), _geo(Place(city, region, cc)))
-            key = ((group_key, profile_id), dedup)
+            key = (profile_id, dedup)
             if key not in first or entry.seq < first[key].seq:
                 first[key] = entry
-        logs: dict[Key, list[Entry]] = defaultdict(list)
-        for (profile, _), entry in first.items():
-            logs[profile].append(entry)
+        logs: dict[str, list[Entry]] = defaultdict(list)
+        for (profile_id, _), entry in first.items():
+            logs[profile_id].append(entry)
         return logs
 
-    def insert_log(self, pending: Sequence[_Pending], places: Sequence[Place], now_ms: int) -> None:
-        rows = [
-            [
-                p.update.project_id,
-                p.update.group_key,
-                p.update.profile_id,
-                p.entry.time_ms,
-                p.entry.seq,
-                p.update.op,
-                orjson.dumps(p.update.value).decode(),
-                int(p.update.ignore_time),
-                place.city,
-                place.region,
-                place.country_code,
-                p.dedup,
-                _FIRST_ARRIVAL - p.entry.seq,
-                now_ms,
-            ]
-            for p, place in zip(pending, places, strict=True)
-        ]
-        self.warehouse.insert(PROFILE_UPDATES.name, PROFILE_UPDATES.column_names, rows)
+    def insert_log(self, pending: Sequence[_Pending], now_ms: int) -> None:
+        columns: dict[str, list[object]] = {name: [] for name in PROFILE_UPDATES.column_names}
+        for p in pending:
+            u, e = p.update, p.entry
+            for name, value in (
+                ("project_id", u.project_id),
+                ("group_key", u.group_key),
+                ("profile_id", u.profile_id),
+                ("time", e.time_ms),
+                ("seq", e.seq),
+                ("op", u.op),
+                ("value", orjson.dumps(u.value).decode()),
+                ("ignore_time", int(u.ignore_time)),
+                ("city", p.place.city),
+                ("region", p.place.region),
+                ("country_code", p.place.country_code),
+                ("dedup_hash", p.dedup),
+                ("first_arrival", _FIRST_ARRIVAL - e.seq),
+                ("ingested_at", now_ms),
+            ):
+                columns[name].append(value)
+        self.warehouse.insert(
+            PROFILE_UPDATES.name, PROFILE_UPDATES.column_names, list(columns.values()), column_oriented=True
+        )
 
-    def insert_states(self, states: dict[Key, ProfileState], version: int, now_ms: int) -> None:
+    def insert_states(self, states: dict[str, ProfileState], version: int, now_ms: int) -> None:
         rows = [
             [
                 self.scope.project_id,
-                group_key,
+                self.group_key,
                 profile_id,
                 orjson.dumps(state.properties).decode() if state.properties is not None else "{}",
                 int(state.properties is None),
@@ -182,51 +197,62 @@ class _ProjectStore:
                 version,
                 now_ms,
             ]
-            for (group_key, profile_id), state in states.items()
+            for profile_id, state in states.items()
         ]
         if rows:
             self.warehouse.insert(PROFILES.name, PROFILES.column_names, rows)
 
 
-def _store_project(
-    warehouse: Warehouse, project_id: int, pending: list[_Pending], places: list[Place], now_ms: int
+def _suspects(pending: Sequence[_Pending], states: dict[str, ProfileState]) -> list[_Pending]:
+    """The updates that may be replays of logged ones: no newer than their profile's newest
+    applied `$time` (a replay has its original's), or of a profile behind its log."""
+    out = []
+    for p in pending:
+        state = states.get(p.update.profile_id)
+        if state is not None and (state.behind or p.entry.time_ms <= state.last_time):
+            out.append(p)
+    return out
+
+
+def _store_profiles(
+    warehouse: Warehouse, project_id: int, group_key: str, pending: list[_Pending], now_ms: int
 ) -> tuple[list[_Pending], dict[int, str]]:
-    """Log and apply one project's updates; return those logged and the refused ones (index → reason)."""
-    store = _ProjectStore(warehouse, project_id)
-    keys = sorted({(p.update.group_key, p.update.profile_id) for p in pending})
-    newest, logged = store.logged(keys, [p.dedup for p in pending])
-    fresh = [(p, place) for p, place in zip(pending, places, strict=True) if p.dedup not in logged]
+    """Log and apply the updates of one project's profiles of one group key; return those
+    logged and the refused ones (batch index → reason)."""
+    store = _ProfileStore(warehouse, project_id, group_key)
+    states = store.states(sorted({p.update.profile_id for p in pending}))
+    suspects = _suspects(pending, states)
+    logged: set[bytes] = set()
+    if suspects:
+        logged = store.logged(sorted({p.update.profile_id for p in suspects}), [p.dedup for p in suspects])
+    fresh = [p for p in pending if p.dedup not in logged]
     if not fresh:
         return [], {}
-    store.insert_log([p for p, _ in fresh], [place for _, place in fresh], now_ms)
+    store.insert_log(fresh, now_ms)
 
-    by_profile: dict[Key, list[_Pending]] = defaultdict(list)
-    for p, _ in fresh:
-        by_profile[(p.update.group_key, p.update.profile_id)].append(p)
-    states = store.states(list(by_profile))
+    by_profile: dict[str, list[_Pending]] = defaultdict(list)
+    for p in fresh:
+        by_profile[p.update.profile_id].append(p)
     refused: dict[int, str] = {}
-    index_of = {p.entry.seq: p.index for p, _ in fresh}
-    to_replay: list[Key] = []
-    for profile, items in by_profile.items():
-        state = states.get(profile, ProfileState())
+    index_of = {p.entry.seq: p.index for p in fresh}
+    to_replay: list[str] = []
+    for profile_id, items in by_profile.items():
+        state = states.setdefault(profile_id, ProfileState())
         entries = sorted((p.entry for p in items), key=lambda e: e.position)
-        behind = newest.get(profile, 0) > state.seen_seq  # logged updates the state never saw
-        if behind or entries[0].position <= state.position:
-            to_replay.append(profile)
+        if state.behind or entries[0].position <= state.position:
+            to_replay.append(profile_id)
             continue
-        states[profile] = state
         for seq, reason in advance(state, entries).refused.items():
             refused[index_of[seq]] = reason
     if to_replay:
-        for profile, log in store.logs(to_replay).items():
+        for profile_id, log in store.logs(to_replay).items():
             state, verdict = replay(log)
-            states[profile] = state
+            states[profile_id] = state
             for seq, reason in verdict.refused.items():
                 if seq in index_of:  # report the refusals of this batch's updates only
                     refused[index_of[seq]] = reason
-    changed = {k: states[k] for k in by_profile}
-    store.insert_states(changed, max(p.entry.seq for p, _ in fresh), now_ms)
-    return [p for p, _ in fresh], refused
+    store.insert_states({k: states[k] for k in by_profile}, max(p.entry.seq for p in fresh), now_ms)
+    return fresh, refused
 
 
 def store_updates(
@@ -242,16 +268,14 @@ def store_updates(
             first_seen.setdefault(update_dedup_key(u), i)
         result.dropped = len(updates) - len(first_seen)
         first_seq = SEQ.take(len(first_seen))
-        by_project: dict[int, tuple[list[_Pending], list[Place]]] = defaultdict(lambda: ([], []))
+        groups: dict[tuple[int, str], list[_Pending]] = defaultdict(list)
         for n, (dedup, i) in enumerate(first_seen.items()):
             u = updates[i]
             place = locator.place(u.ip)
             entry = Entry(u.op, u.value, u.time_ms, first_seq + n, u.ignore_time, _geo(place))
-            pending, places = by_project[u.project_id]
-            pending.append(_Pending(i, u, dedup, entry))
-            places.append(place)
-        for project_id, (pending, places) in by_project.items():
-            logged, refused = _store_project(warehouse, project_id, pending, places, now_ms)
+            groups[(u.project_id, u.group_key)].append(_Pending(i, u, dedup, entry, place))
+        for (project_id, group_key), pending in groups.items():
+            logged, refused = _store_profiles(warehouse, project_id, group_key, pending, now_ms)
             result.keys.extend(p.dedup for p in logged)
             result.dropped += len(pending) - len(logged)
             result.refused.update(refused)

@@ -24,6 +24,7 @@ __all__ = [
     "EVENTS",
     "EVENT_COUNTS_15M",
     "PROFILES",
+    "PROFILE_HEADS",
     "PROFILE_UPDATES",
     "PROJECTS",
     "PROJECT_CREDENTIALS",
@@ -245,6 +246,20 @@ PROFILE_UPDATES = Table(
     ),
     engine="ReplacingMergeTree(first_arrival)",
     order_by="(project_id, group_key, profile_id, time, dedup_hash)",
+)
+
+# The newest arrival logged for each profile (fed from `profile_updates` by the materialised
+# view of m0005): what a state's `seen_seq` is compared with, without reading the log.
+PROFILE_HEADS = Table(
+    "profile_heads",
+    (
+        Column("project_id", "UInt64"),
+        Column("group_key", "String"),
+        Column("profile_id", "String"),
+        Column("max_seq", "SimpleAggregateFunction(max, UInt64)"),
+    ),
+    engine="AggregatingMergeTree",
+    order_by="(project_id, group_key, profile_id)",
 )
 
 # `profiles` is the current state: one row per profile, replaced on every change (the highest
