@@ -13,8 +13,9 @@ asked for (`request.state.answer`).
   are sniffed as JSON or form, as on `/track`.
 * Project: each update's `$token`, or the request's HTTP Basic credentials (a token, the
   project secret, or a service account with `project_id` and role Owner or Admin, exactly
-  as `/import` takes them); with credentials, a `$token` of another project is a failed
-  update.
+  as `/import` takes them, except that `project_id` may also come in a urlencoded form body,
+  where mixpanel-utils puts it); with credentials, a `$token` of another project is a
+  failed update.
 * `ip`: on by default (`ip=0` turns it off, as server-side clients send): an update
   without `$ip` is geolocated from the client's address (the TCP peer, or the right-most
   untrusted hop of `X-Forwarded-For` behind `FOOTFALL_TRUSTED_PROXIES`). The address sets
@@ -124,16 +125,20 @@ class UpdatesEndpoint:
         )
         kind = sniff_content_type(content_type, content_encoding, raw)
         identity = (content_encoding or "").strip().lower() in ("", "identity")
+        form: dict[str, str] = {}
         if media_type(kind) == "application/x-www-form-urlencoded" and identity:
-            answer = self._answer(request, RequestFlags(params, form_fields(raw)))
+            form = form_fields(raw)
+            answer = self._answer(request, RequestFlags(params, form))
         if not raw.strip() and params.get("data") is None:
             raise FootfallError(400, "no updates: send a JSON array of updates, or data=<JSON or base64 JSON>")
 
         project_id = 0
         header = request.headers.get("authorization")
         if header is not None:
+            # `project_id` from the query string, else the form body: mixpanel-utils posts
+            # `data=<base64>&project_id=<id>` to /engage with a service account.
             principal = await self.authenticator.for_import_async(
-                header, params.get("project_id"), client=client_address(request)
+                header, RequestFlags(params, form).get("project_id"), client=client_address(request)
             )
             project_id = principal.project_id
         decoded = decode_body(

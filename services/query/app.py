@@ -8,6 +8,7 @@ from starlette.routing import Route
 from footfall.services.query.endpoints import QUERY, Handler, QueryService
 from footfall.services.query.limits import QueryLimiter
 from footfall.services.query.reports import (
+    engage,
     events,
     export,
     frequency,
@@ -41,12 +42,15 @@ REPORTS: dict[str, Handler] = {
     "retention/addiction": frequency.frequency,
     "stream/query": stream.stream,
     "insights": insights.insights,
+    "engage": engage.engage,
 }
 
 
 def query_routes(authenticator: Authenticator, warehouse: Warehouse, settings: QuerySettings) -> list[Route]:
     service = QueryService(authenticator, warehouse, QueryLimiter(settings.rate_per_hour, settings.concurrency))
-    routes = service.routes(REPORTS)
+    # An /engage export pages through one session: its later pages do not spend the hourly
+    # budget (mixpanel-utils fetches them all at once from `total`), only concurrency slots.
+    routes = service.routes(REPORTS, free={"engage": engage.continues_session})
     # Raw export has its own (much higher) limits at the interface; it is not counted
     # against the 60/hour report budget.
     export_endpoint = service.wrap("export", export.export, limited=False)

@@ -62,9 +62,12 @@ class QueryService:
     warehouse: Warehouse
     limiter: QueryLimiter
 
-    def wrap(self, name: str, handler: Handler, *, limited: bool = True) -> Callable[[Request], Awaitable[Response]]:
+    def wrap(
+        self, name: str, handler: Handler, *, limited: bool = True, free: Callable[[Params], bool] | None = None
+    ) -> Callable[[Request], Awaitable[Response]]:
         """Authenticate, apply the project's limits, run the report; errors are raised and
-        rendered by `query_error`."""
+        rendered by `query_error`. A request that `free` accepts takes a concurrency slot but
+        does not spend the hourly budget (the later pages of an `/engage` session)."""
 
         async def endpoint(request: Request) -> Response:
             started = time.perf_counter()
@@ -76,7 +79,8 @@ class QueryService:
                 )
                 ctx = QueryContext(principal, params, self.warehouse, request)
                 if limited:
-                    async with self.limiter.slot(principal.project_id):
+                    counted = free is None or not free(params)
+                    async with self.limiter.slot(principal.project_id, counted=counted):
                         result = await handler(ctx)
                 else:
                     result = await handler(ctx)
@@ -87,11 +91,15 @@ class QueryService:
         return endpoint
 
     def routes(
-        self, handlers: dict[str, Handler], prefixes: tuple[str, ...] = ("/api/query", "/api/2.0")
+        self,
+        handlers: dict[str, Handler],
+        prefixes: tuple[str, ...] = ("/api/query", "/api/2.0"),
+        *,
+        free: Mapping[str, Callable[[Params], bool]] | None = None,
     ) -> list[Route]:
         routes = []
         for name, handler in handlers.items():
-            endpoint = self.wrap(name, handler)
+            endpoint = self.wrap(name, handler, free=(free or {}).get(name))
             for prefix in prefixes:
                 for path in (f"{prefix}/{name}", f"{prefix}/{name}/"):
                     routes.append(Route(path, endpoint, methods=["GET", "POST"]))

@@ -25,13 +25,13 @@ class QueryLimiter:
     def _now(self) -> float:
         return self._clock()  # type: ignore[operator,no-any-return]
 
-    def _admit(self, project_id: int) -> None:
+    def _admit(self, project_id: int, counted: bool) -> None:
         now = self._now()
         if self.concurrency and self._running.get(project_id, 0) >= self.concurrency:
             raise RateLimitedError(
                 f"too many concurrent queries for this project (at most {self.concurrency})", retry_after=1
             )
-        if self.per_hour:
+        if self.per_hour and counted:
             window = self._history.setdefault(project_id, deque())
             while window and window[0] <= now - 3600:
                 window.popleft()
@@ -43,8 +43,9 @@ class QueryLimiter:
             window.append(now)
 
     @asynccontextmanager
-    async def slot(self, project_id: int) -> AsyncIterator[None]:
-        self._admit(project_id)
+    async def slot(self, project_id: int, *, counted: bool = True) -> AsyncIterator[None]:
+        """A concurrency slot for one query; `counted` ones also spend the hourly budget."""
+        self._admit(project_id, counted)
         self._running[project_id] = self._running.get(project_id, 0) + 1
         try:
             yield

@@ -37,7 +37,15 @@ tests/conformance/expr_semantics.json pin each of them):
 * `round` rounds halves up (JavaScript `Math.round`: -2.5 → -2).
 * `and`/`or` operands that can never be boolean or undefined are a 400; at run time a
   non-boolean value (a property holding "true") counts as false.
-* `user[...]` and `behaviors[...]` are a 400 in event expressions for now.
+* `user[...]` and `behaviors[...]` are a 400 in event expressions.
+
+The profile context (/engage `where`): `check_expr(tree, context="profiles",
+behaviors=names)` reads a profile instead of an event: `properties["x"]` and its alias
+`user["x"]` read the profile's `properties` JSON (no key is special: `properties["time"]`
+is a profile property), `behaviors["name"]` is the count of a behaviour in `names` (a
+number the query provides: `compile_where(typed, params, properties_of=PROFILES,
+counts={name: sql})`), and `event[...]` or an undefined behaviour is a 400. Every rule
+above applies unchanged.
 """
 
 from footfall.shared.expr.check import check_expr

@@ -5,13 +5,23 @@ arity, folds `datetime("...")` literals, and infers the set of runtime kinds of 
 node (semantics.md §3.3; see `infer_kinds`). Raises `ExprError` for anything that has
 no meaning: unknown functions, wrong arity, `user[...]`/`behaviors[...]` where no
 profile is joined, `and`/`or` operands that can never be boolean.
+
+Two contexts say what the accessors read:
+
+* `events` (the default): `properties["x"]` / `event["x"]` read the event; `time`,
+  `distinct_id` and `$insert_id` are its columns; `user[...]` and `behaviors[...]` are a 400.
+* `profiles` (/engage `where`): `properties["x"]` and its alias `user["x"]` read the
+  profile's `properties` JSON; no key is special (`properties["time"]` is the profile
+  property "time", not an event time); `behaviors["name"]` is the profile's count for a
+  behaviour the request defines (`behaviors=`), a number (`Count`); an undefined name and
+  the event-only accessor `event[...]` are a 400. Every other rule is the event one.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Literal
 
@@ -23,6 +33,7 @@ from footfall.shared.expr.typed import (
     B,
     Column,
     Const,
+    Count,
     D,
     Kind,
     Kinds,
@@ -50,7 +61,7 @@ __all__ = [
     "parse_iso",
 ]
 
-Context = Literal["events"]
+Context = Literal["events", "profiles"]
 
 # name -> (op, arity)
 FUNCTIONS: dict[str, tuple[Op, int]] = {
@@ -99,9 +110,14 @@ DATETIME_MAX = 10413792000.0  # 2300-01-01
 MILLIS_FROM = 1e10  # datetime(n): n >= 1e10 is milliseconds (decisions.md, `time` unit)
 
 
-def check_expr(tree: ast.Node, *, context: Context = "events") -> TNode:
-    """Resolve and type `tree`. `context` is where it runs; only `events` exists so far."""
-    return _Checker(context).node(tree)
+def check_expr(tree: ast.Node, *, context: Context = "events", behaviors: Collection[str] = ()) -> TNode:
+    """Resolve and type `tree`. `context` is what it reads: an event (`events`) or a profile
+    (`profiles`, where `behaviors` names the behaviour counts `behaviors["..."]` may read)."""
+    if context not in ("events", "profiles"):
+        raise ValueError(f"unknown expression context {context!r}")
+    if behaviors and context != "profiles":
+        raise ValueError("behaviour counts exist in the profile context only")
+    return _Checker(context, frozenset(behaviors)).node(tree)
 
 
 def parse_iso(text: str) -> float | None:
@@ -207,8 +223,9 @@ def _operands(node: ast.Binary) -> list[ast.Node]:
 
 
 class _Checker:
-    def __init__(self, context: Context) -> None:
+    def __init__(self, context: Context, behaviors: frozenset[str] = frozenset()) -> None:
         self.context = context
+        self.behaviors = behaviors
 
     def node(self, node: ast.Node) -> TNode:
         match node:
@@ -251,6 +268,8 @@ class _Checker:
         raise AssertionError(f"unknown node {node!r}")  # pragma: no cover
 
     def accessor(self, source: str, name: str, span: ast.Span) -> TNode:
+        if self.context == "profiles":
+            return self.profile_accessor(source, name, span)
         if source in ("user", "behaviors"):
             raise ExprTypeError(
                 f"{source}[...] is not available in an event expression (use properties[...])", span.start
@@ -259,6 +278,18 @@ class _Checker:
         if column is not None:
             return Column(column[0], column[1], span)
         return Prop(name, span)
+
+    def profile_accessor(self, source: str, name: str, span: ast.Span) -> TNode:
+        if source == "event":
+            raise ExprTypeError(
+                "event[...] is not available in a profile expression (use properties[...] or user[...])", span.start
+            )
+        if source == "behaviors":
+            if name not in self.behaviors:
+                shown = name if len(name) <= 40 else name[:40] + "..."
+                raise ExprTypeError(f'behaviors["{shown}"] is not defined in behaviors', span.start)
+            return Count(name, span)
+        return Prop(name, span)  # properties[...] and user[...]: the profile's properties
 
     def call(self, node: ast.Call) -> TNode:
         known = FUNCTIONS.get(node.name)

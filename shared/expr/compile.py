@@ -2,6 +2,9 @@
 
 All three take a parsed tree (`parse_expr`) or a checked one (`check_expr`) and the
 query's `Params`; every literal and property name becomes a bound parameter there.
+A tree checked in the profile context (`check_expr(..., context="profiles")`) is
+compiled with `properties_of=PROFILES` (whose `properties` a property reads) and
+`counts` (the numeric SQL of each `behaviors["name"]` it reads).
 
 * `compile_where` -> UInt8 SQL, 1 exactly when the expression is boolean `true`.
 * `compile_on` -> `OnSql`: the segment key per `string()` rules. A value without a
@@ -17,14 +20,14 @@ query's `Params`; every literal and property name becomes a bound parameter ther
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from footfall.shared.expr import ast
 from footfall.shared.expr.check import check_expr
 from footfall.shared.expr.errors import ExprLimitError
 from footfall.shared.expr.lower import Lowerer
-from footfall.shared.expr.typed import Apply, Column, Const, Kind, ListOf, Prop, TNode
+from footfall.shared.expr.typed import Apply, Column, Const, Count, Kind, ListOf, Prop, TNode
 from footfall.shared.expr.values import (
     NULL_STRING,
     Cond,
@@ -37,6 +40,7 @@ from footfall.shared.expr.values import (
     num_text,
     s_as,
 )
+from footfall.shared.schema.catalog import EVENTS, Table
 from footfall.shared.sql import Params, Sql, SqlSizeError, sql
 
 __all__ = ["MAX_COMPILED_SQL", "OnSql", "compile_number", "compile_on", "compile_where"]
@@ -55,13 +59,15 @@ class OnSql:
 
 
 def _checked(tree: ast.Node | TNode) -> TNode:
-    if isinstance(tree, Const | Prop | Column | ListOf | Apply):
+    if isinstance(tree, Const | Prop | Column | Count | ListOf | Apply):
         return tree
     return check_expr(tree)
 
 
-def _compile(tree: ast.Node | TNode, params: Params, build: str) -> tuple[Sql, bool]:
-    lowerer = Lowerer(params)
+def _compile(
+    tree: ast.Node | TNode, params: Params, build: str, properties_of: Table, counts: Mapping[str, Sql] | None
+) -> tuple[Sql, bool]:
+    lowerer = Lowerer(params, properties_of=properties_of, counts=counts)
     try:
         value = lowerer.lower(_checked(tree))
         binds: list[tuple[Sql, Sql]] = []
@@ -128,17 +134,35 @@ def _on(lowerer: Lowerer, v: Val) -> tuple[Sql, bool]:
 _BUILDERS = {"where": _where, "number": _number, "on": _on}
 
 
-def compile_where(tree: ast.Node | TNode, params: Params) -> Sql:
+def compile_where(
+    tree: ast.Node | TNode,
+    params: Params,
+    *,
+    properties_of: Table = EVENTS,
+    counts: Mapping[str, Sql] | None = None,
+) -> Sql:
     """UInt8 SQL that is 1 exactly when the expression evaluates to boolean true."""
-    return _compile(tree, params, "where")[0]
+    return _compile(tree, params, "where", properties_of, counts)[0]
 
 
-def compile_on(tree: ast.Node | TNode, params: Params) -> OnSql:
+def compile_on(
+    tree: ast.Node | TNode,
+    params: Params,
+    *,
+    properties_of: Table = EVENTS,
+    counts: Mapping[str, Sql] | None = None,
+) -> OnSql:
     """Segment key(s) of the expression; see the module docstring for the shape."""
-    out, is_array = _compile(tree, params, "on")
+    out, is_array = _compile(tree, params, "on", properties_of, counts)
     return OnSql(out, is_array)
 
 
-def compile_number(tree: ast.Node | TNode, params: Params) -> Sql:
+def compile_number(
+    tree: ast.Node | TNode,
+    params: Params,
+    *,
+    properties_of: Table = EVENTS,
+    counts: Mapping[str, Sql] | None = None,
+) -> Sql:
     """Nullable(Float64): the numeric value, NULL when the value is not a number."""
-    return _compile(tree, params, "number")[0]
+    return _compile(tree, params, "number", properties_of, counts)[0]

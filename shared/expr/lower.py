@@ -18,7 +18,7 @@ property that the expression reads nowhere else is `property_defined` (no value 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from footfall.shared.expr.check import DATETIME_MAX, DATETIME_MIN, MILLIS_FROM
 from footfall.shared.expr.typed import (
@@ -27,6 +27,7 @@ from footfall.shared.expr.typed import (
     B,
     Column,
     Const,
+    Count,
     D,
     Kind,
     Kinds,
@@ -68,6 +69,7 @@ from footfall.shared.expr.values import (
     scalar_key,
     string_equals,
 )
+from footfall.shared.schema.catalog import EVENTS, Table
 from footfall.shared.sql import Params, Sql, column, join, local, number, sql
 
 __all__ = ["PACK_AT", "Lowerer"]
@@ -94,10 +96,18 @@ def _k(kind: Kind) -> Sql:
 
 
 class Lowerer:
-    """Lowers one expression; owns the lambda-parameter counter and adds to `params`."""
+    """Lowers one expression; owns the lambda-parameter counter and adds to `params`.
 
-    def __init__(self, params: Params) -> None:
+    `properties_of` is the table whose `properties` column a `Prop` reads (events, or
+    profiles in the profile context); `counts` gives the numeric SQL of each behaviour
+    count a `Count` reads (the profile context: the /engage query provides the column)."""
+
+    def __init__(
+        self, params: Params, *, properties_of: Table = EVENTS, counts: Mapping[str, Sql] | None = None
+    ) -> None:
         self.params = params
+        self.properties_of = properties_of
+        self.counts = dict(counts or {})
         self._locals = 0
         self._presence_only: frozenset[str] | None = None  # set from the root, the first node lowered
 
@@ -113,9 +123,11 @@ class Lowerer:
             case Const():
                 return self.const(node)
             case Prop(name):
-                return property_value(name, self.params)
+                return property_value(name, self.params, self.properties_of)
             case Column(name, kind):
                 return self.column(name, kind)
+            case Count(name):
+                return self.count(name)
             case ListOf(items):
                 return self.list_of(items)
             case Apply(op, args, kinds):
@@ -139,6 +151,12 @@ class Lowerer:
             return Val(frozenset({D}), n=sql("(toUnixTimestamp64Milli({}) / 1000)", column(name)))
         return Val(frozenset({S}), s=sql("toString({})", column(name)))
 
+    def count(self, name: str) -> Val:
+        counted = self.counts.get(name)
+        if counted is None:
+            raise ValueError(f"no count column was given for behaviors[{name!r}]")
+        return Val(frozenset({N}), n=sql("toFloat64({})", counted))
+
     def list_of(self, items: tuple[TNode, ...]) -> Val:
         if not items:
             return Val(frozenset({L}), s=sql("'[]'"))
@@ -150,7 +168,7 @@ class Lowerer:
     def apply(self, op: Op, args: tuple[TNode, ...], kinds: Kinds) -> Val:
         binds: list[tuple[Sql, Sql]] = []
         if op is Op.DEFINED and isinstance(args[0], Prop) and args[0].name in (self._presence_only or ()):
-            return Val(kinds, b=property_defined(args[0].name, self.params))
+            return Val(kinds, b=property_defined(args[0].name, self.params, self.properties_of))
         if op is Op.IN and isinstance(args[1], ListOf) and args[1].items:
             # `x in [a, b]`: compare keys directly instead of building and re-reading JSON text
             # (element_key gives exactly the keys list_keys would read back from json_text).

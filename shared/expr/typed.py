@@ -19,6 +19,7 @@ __all__ = [
     "Apply",
     "Column",
     "Const",
+    "Count",
     "Kind",
     "Kinds",
     "ListOf",
@@ -106,7 +107,8 @@ class Const:
 
 @dataclass(frozen=True, slots=True)
 class Prop:
-    """An event property stored in the `properties` JSON text."""
+    """A property stored in the `properties` JSON text: the event's, or in the profile
+    context (`check_expr(..., context="profiles")`) the profile's."""
 
     name: str
     span: Span
@@ -130,6 +132,19 @@ class Column:
 
 
 @dataclass(frozen=True, slots=True)
+class Count:
+    """A profile's count for the /engage behaviour `name` (`behaviors["name"]`): a number
+    that the query provides per profile (profile context only)."""
+
+    name: str
+    span: Span
+
+    @property
+    def kinds(self) -> Kinds:
+        return frozenset({Kind.NUMBER})
+
+
+@dataclass(frozen=True, slots=True)
 class ListOf:
     items: tuple[TNode, ...]
     span: Span
@@ -147,4 +162,4 @@ class Apply:
     span: Span
 
 
-TNode = Const | Prop | Column | ListOf | Apply
+TNode = Const | Prop | Column | Count | ListOf | Apply

@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from footfall.shared.expr.typed import Kind, Kinds
+from footfall.shared.schema.catalog import EVENTS, Table
 from footfall.shared.sql import Params, Sql, column, join, number, sql
 
 __all__ = [
@@ -399,8 +400,9 @@ _PROPERTY_KINDS: Kinds = frozenset(
 )
 
 
-def property_value(name: str, params: Params) -> Val:
-    """The one function that knows how event properties are stored (with `property_defined`).
+def property_value(name: str, params: Params, table: Table = EVENTS) -> Val:
+    """The one function that knows how event properties are stored (with `property_defined`);
+    profile properties (`table` = profiles) are stored the same way.
 
     Today: `properties` is JSON text; one `JSONExtractRaw` per property reads the raw
     value ('' when missing), whose first byte is the JSON type. ClickHouse computes the
@@ -409,7 +411,7 @@ def property_value(name: str, params: Params) -> Val:
     (`json_string`, `string_equals`). A move to hot columns or a Map/JSON column changes
     this function only.
     """
-    raw = sql("JSONExtractRaw({}, {})", column("properties"), params.add(name, "String"))
+    raw = sql("JSONExtractRaw({}, {})", column("properties", table), params.add(name, "String"))
     string = json_string(raw)
     return Val(
         _PROPERTY_KINDS,
@@ -432,11 +434,11 @@ def property_value(name: str, params: Params) -> Val:
     )
 
 
-def property_defined(name: str, params: Params) -> Sql:
+def property_defined(name: str, params: Params, table: Table = EVENTS) -> Sql:
     """UInt8: the event has property `name` — `defined(...)` without reading the value.
 
     Equal to `property_value(name).k != undefined` (same parser, same key lookup; an
     unparsable `properties` has no property for both) and cheaper, but it is a separate
     parse of `properties`: use it only where the value is not read too.
     """
-    return sql("JSONHas({}, {})", column("properties"), params.add(name, "String"))
+    return sql("JSONHas({}, {})", column("properties", table), params.add(name, "String"))

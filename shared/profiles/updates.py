@@ -26,7 +26,8 @@ Rules, checked in this order (the first one broken is the failure):
    1e10 on; fractions of a millisecond truncated), not before 1971 nor more than an hour
    ahead of the receive time.
 7. `$ignore_time`, `$ignore_alias`: booleans (null or absent is false). `$ip`: a string or
-   null; `"0"` means no geolocation.
+   null (as absent); `"0"` means no geolocation, not even from the request's address, and so
+   does the number `0`, which mixpanel-utils sends on every update (`"$ip": 0`).
 
 The duplicate identity (`dedup_key`) is the project, the profile (group key and id), the
 operation, its value as a JSON value (member order ignored, 1 equal to 1.0) and `$time`;
@@ -182,11 +183,13 @@ def _flag(raw: dict[str, Any], name: str) -> bool:
 
 def _ip(raw: dict[str, Any]) -> str | None:
     value = raw.get("$ip")
-    if value is None:
+    if value is None or value == "":
         return None
+    if type(value) is int and value == 0:  # mixpanel-utils sends the number 0
+        return "0"
     if type(value) is not str:
         raise _Refused("$ip", "$ip must be an address (a string)", "ip")
-    return None if value in ("", "0") else value
+    return value
 
 
 def parse_update(

@@ -319,6 +319,7 @@ TABLES = MappingProxyType(
             SAVED_FUNNELS,
             SAVED_REPORTS,
             PROFILE_UPDATES,
+            PROFILE_HEADS,
             PROFILES,
             ENGAGE_SESSIONS,
         )

@@ -5,7 +5,7 @@ Shares no code with services/ or shared/; profile expressions go through tests/o
 `_common.prepare` (the oracles' one dedupe: (event, time, distinct_id, $insert_id), last copy wins).
 
     engage(profiles, params, *, project_id, events=None, now_ms=None, page_snapshot=None, group_keys=None,
-           cohorts=None, tz="UTC") -> dict | EngageError
+           cohorts=None, tz="UTC", raw_cohort=None) -> dict | EngageError
 
 `profiles` is `profiles.apply(...).profiles` (ProfileKey -> Profile; a plain property dict is accepted as the
 value too). `params` are the request members as strings. The answer is the whole JSON body except
@@ -47,9 +47,11 @@ value too). `params` are the request members as strings. The answer is the whole
   Only profiles are candidates (ids without a profile never appear, §13.6). Behaviours that `where`
   does not read do not filter anything. Paging rule (interface): with `behaviors`, no `as_of_timestamp`,
   `page > 0` and `total > 1000` -> error "request for page in uncached query for params".
-- `filter_by_cohort` (`{"id": n}` or a bare integer n; `{"raw_cohort": ...}` is not modelled and raises
-  NotImplementedError): the members are `cohorts[n]` (the caller computes membership); an unknown id is an
-  error "unknown cohort n". With `include_all_users` (true/false/1/0, any case; default true) a member
+- `filter_by_cohort` (`{"id": n}` or a bare integer n): the members are `cohorts[n]` (the caller computes
+  membership, e.g. with cohorts.py); an unknown id is an error "unknown cohort n". `{"raw_cohort": d}`:
+  the members are `raw_cohort(d)`, a hook the caller gives (cohorts.engage_by_cohort does; it raises
+  EngageError for an invalid definition); without the hook it raises NotImplementedError.
+  With `include_all_users` (true/false/1/0, any case; default true) a member
   without a profile is returned with `"$properties": {}` and evaluated by `where` against `{}`; `false`
   drops such members. `distinct_id`/`distinct_ids` intersect with the members. `include_all_users` is
   ignored without `filter_by_cohort`; so is `as_of_timestamp` without `behaviors`.
@@ -61,7 +63,7 @@ from __future__ import annotations
 import copy
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from zoneinfo import ZoneInfo
@@ -301,21 +303,34 @@ def _collection(source: Mapping[tuple, object], project_id: int, group_key: str 
     return {pid: _properties_of(p) for (proj, gk, pid), p in source.items() if proj == project_id and gk == group_key}
 
 
-def _cohort_rows(
-    params: Mapping[str, object], rows: dict[str, dict], cohorts: Mapping[int, Iterable[str]] | None
-) -> dict[str, dict | None] | None:
-    """Cohort members -> their properties (None without a profile); None when there is no filter_by_cohort."""
-    spec = _json(params, "filter_by_cohort")
-    if spec is None:
-        return None
+def _cohort_members(
+    spec: object,
+    cohorts: Mapping[int, Iterable[str]] | None,
+    raw_cohort: Callable[[object], Iterable[str]] | None,
+) -> Iterable[str]:
     if isinstance(spec, dict) and "raw_cohort" in spec:
-        raise NotImplementedError("filter_by_cohort raw_cohort is not modelled by the oracle")
+        if raw_cohort is None:
+            raise NotImplementedError("filter_by_cohort raw_cohort needs the raw_cohort hook (cohorts.py)")
+        return raw_cohort(spec["raw_cohort"])
     cohort_id = spec.get("id") if isinstance(spec, dict) else spec
     if isinstance(cohort_id, bool) or not isinstance(cohort_id, int):
         raise EngageError('filter_by_cohort must be {"id": <cohort id>} or a cohort id')
     if cohorts is None or cohort_id not in cohorts:
         raise EngageError(f"unknown cohort {cohort_id}")
-    members = {str(m) for m in cohorts[cohort_id] if str(m)}
+    return cohorts[cohort_id]
+
+
+def _cohort_rows(
+    params: Mapping[str, object],
+    rows: dict[str, dict],
+    cohorts: Mapping[int, Iterable[str]] | None,
+    raw_cohort: Callable[[object], Iterable[str]] | None = None,
+) -> dict[str, dict | None] | None:
+    """Cohort members -> their properties (None without a profile); None when there is no filter_by_cohort."""
+    spec = _json(params, "filter_by_cohort")
+    if spec is None:
+        return None
+    members = {str(m) for m in _cohort_members(spec, cohorts, raw_cohort) if str(m)}
     keep_all = _flag(params, "include_all_users", True)
     return {m: rows.get(m) for m in members if keep_all or m in rows}
 
@@ -337,6 +352,7 @@ def _answer(
     group_keys: Mapping[object, str] | None,
     cohorts: Mapping[int, Iterable[str]] | None,
     tz: str,
+    raw_cohort: Callable[[object], Iterable[str]] | None = None,
 ) -> dict:
     _check_exclusive(params)
     page, page_size = _paging(params)
@@ -346,7 +362,7 @@ def _answer(
     behaviors = _behaviors(params)
     where = _where(params, behaviors)
     rows = _collection(page_snapshot if page_snapshot is not None else profiles, project_id, group_key)
-    members = _cohort_rows(params, rows, cohorts)
+    members = _cohort_rows(params, rows, cohorts, raw_cohort)
     candidates: dict[str, dict | None] = dict(rows) if members is None else members
     if selected is not None:
         candidates = {i: p for i, p in candidates.items() if i in selected}
@@ -382,6 +398,7 @@ def engage(
     group_keys: Mapping[object, str] | None = None,
     cohorts: Mapping[int, Iterable[str]] | None = None,
     tz: str = "UTC",
+    raw_cohort: Callable[[object], Iterable[str]] | None = None,
 ) -> dict | EngageError:
     """The /engage answer without `session_id`, or the EngageError the server must answer with a 400."""
     try:
@@ -395,6 +412,7 @@ def engage(
             group_keys=group_keys,
             cohorts=cohorts,
             tz=tz,
+            raw_cohort=raw_cohort,
         )
     except EngageError as exc:
         return exc

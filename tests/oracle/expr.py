@@ -4,6 +4,8 @@ Public: `evaluate(text, event)`, `where_matches(text, event)`, `on_keys(text, ev
 `segment_keys(value)`, `to_string(value)`, `parse(text)`, `UNDEFINED`, `DateTime`, `ExprError`.
 Profile expressions (/engage `where`): `parse_profile`, `evaluate_profile(text, properties, behaviors)`,
 `profile_where_matches`, `behavior_names` (see the section at the end of this module).
+Helpers for the cohort oracle (cohorts.py), at the very end: `cast(kind, value)`, `compare(op, a, b)`,
+`error_position(text, profile=False)`.
 `event` is a stored event (`_common.Event`: name, time_ms, distinct_id, insert_id, properties), because some
 accessors read the event's own fields rather than its stored properties.
 
@@ -75,6 +77,9 @@ __all__ = [
     "ExprError",
     "as_number",
     "behavior_names",
+    "cast",
+    "compare",
+    "error_position",
     "evaluate",
     "evaluate_profile",
     "on_keys",
@@ -767,3 +772,87 @@ def evaluate_profile(text: str, properties: dict, behaviors: dict | None = None)
 def profile_where_matches(text: str | None, properties: dict, behaviors: dict | None = None) -> bool:
     """A profile `where` keeps a profile only when the expression is boolean true. Empty/None keeps all."""
     return True if not text else evaluate_profile(text, properties, behaviors) is True
+
+
+# ----------------------------------------------------------------------------------- cohort helpers
+# Added for the cohort oracle (tests/oracle/cohorts.py): thin public wrappers around the rules above; nothing
+# above calls them, so the expression semantics are unchanged.
+_CASTS = {"number": to_number, "string": to_string, "boolean": to_boolean}
+
+
+def cast(kind: str, value: object) -> object:
+    """`number(value)`, `string(value)`, `boolean(value)` or `datetime(value)` as the expression functions."""
+    if kind == "datetime":
+        return _datetime(value)
+    return _CASTS[kind](value)
+
+
+def compare(op: str, a: object, b: object) -> object:
+    """The value of `a <op> b` for op in == != > >= < <= in: a boolean, or UNDEFINED (ordering/`in` only)."""
+    if op not in _CMP and op != "in":
+        raise ValueError(f"not a comparison: {op!r}")
+    return _binary(op, a, b)
+
+
+def _token_starts(text: str) -> tuple[list[int], int | None]:
+    """Character offsets of the tokens (plus the end of the text), and the offset of a lexing error if any."""
+    starts, pos = [], 0
+    while pos < len(text):
+        m = _TOKEN.match(text, pos)
+        if not m:
+            return starts, pos
+        try:
+            if m.lastgroup == "num":
+                _number_literal(m.group())
+            elif m.lastgroup == "str":
+                _unquote(m.group())
+        except ExprError:
+            return starts, m.start()
+        if m.lastgroup != "ws":
+            starts.append(m.start())
+        pos = m.end()
+    starts.append(len(text))
+    return starts, None
+
+
+def error_position(text: str, *, profile: bool = False) -> int | None:
+    """Where parsing `text` (an event expression, or a profile one with profile=True) fails, as a 0-based
+    character offset: a bad character or literal; the token a required one was expected at (the end of the
+    text when it ran out); else the start of the innermost primary being parsed (an unknown name, a
+    function with the wrong number of arguments, an accessor not available in this context). None when the
+    text parses, when the only errors are the static type checks made after parsing (they concern a whole
+    sub-expression), or when the text is over the length limit."""
+    if len(text) > MAX_LENGTH:
+        return None
+    starts, bad = _token_starts(text)
+    if bad is not None:
+        return bad
+
+    class Tracking(_ProfileParser if profile else _Parser):
+        def __init__(self, text: str):
+            super().__init__(text)
+            self.open: list[int] = []  # token index of every primary being parsed
+            self.failed_take: int | None = None
+
+        def primary(self) -> tuple:
+            self.open.append(self.i)
+            node = super().primary()
+            self.open.pop()
+            return node
+
+        def take(self, kind: str, value: object = None) -> object:
+            at = self.i
+            try:
+                return super().take(kind, value)
+            except ExprError:
+                if self.failed_take is None:
+                    self.failed_take = at
+                raise
+
+    parser = Tracking(text)
+    try:
+        parser.parse()
+    except ExprError:
+        index = parser.failed_take if parser.failed_take is not None else parser.open[-1] if parser.open else 0
+        return starts[min(index, len(starts) - 1)]
+    return None

@@ -38,7 +38,8 @@ reason=...); the caller's batch position is `seq` (Invalid.seq too):
     (the /import rules).
  7. `$ignore_time`, `$ignore_alias`: booleans (null/absent = false). `$ignore_alias` has no effect (ids are
     compared literally; there is no alias resolution in the oracle).
- 8. `$ip`: a string (null/absent = none); only used by the geo hook.
+ 8. `$ip`: a string (null/absent = none), or the integer 0 (= "0": mixpanel-utils sends `"$ip": 0` on every
+    update, semantics §7.2); only used by the geo hook.
 
 Application (apply). Decisions:
  - Order: valid updates apply in ($time, seq) order, so arrival order only matters for equal $time values.
@@ -253,6 +254,9 @@ def _check_value(v: object, path: str, segments: int = 1) -> None:
     """The /import nested limits and UTF-8 rule for one value that sits `segments` below the property."""
     if isinstance(v, str) and not _utf8_ok(v):
         raise _Reject(path, f"'{path}' is invalid: string should be valid utf8", "utf8")
+    if isinstance(v, int) and not isinstance(v, bool) and not -(2**63) <= v <= 2**64 - 1:
+        # /import's decision (shared/events/validate.py docstring): integers must fit 64 bits.
+        raise _Reject(path, f"'{path}' is invalid: integer out of range (must fit in 64 bits)", "number")
     if isinstance(v, dict):
         if len(v) >= MAX_KEYS:
             raise _Reject(path, f"'{path}' has {len(v)} keys; nested objects hold fewer than {MAX_KEYS}", "nested_keys")
@@ -386,6 +390,8 @@ def _read_ip(raw: dict) -> str | None:
     value = raw.get("$ip")
     if value is None:
         return None
+    if type(value) is int and value == 0:
+        return "0"
     if not isinstance(value, str) or not _utf8_ok(value):
         raise _Reject("$ip", "'$ip' must be an IP address string (\"0\" = no geolocation)", "ip")
     return value

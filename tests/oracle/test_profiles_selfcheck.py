@@ -185,7 +185,8 @@ INVALID = [
     ("time-too-far-ahead", raw("$set", {}, t=RECEIVED + 3_600_001), "user", "$time", "time"),
     ("ignore-time-string", raw("$set", {}, **{"$ignore_time": "true"}), "user", "$ignore_time", "flag"),
     ("ignore-alias-int", raw("$set", {}, **{"$ignore_alias": 1}), "user", "$ignore_alias", "flag"),
-    ("ip-int", raw("$set", {}, **{"$ip": 0}), "user", "$ip", "ip"),
+    ("ip-int", raw("$set", {}, **{"$ip": 5}), "user", "$ip", "ip"),
+    ("ip-bool", raw("$set", {}, **{"$ip": False}), "user", "$ip", "ip"),
 ]
 
 

@@ -19,12 +19,18 @@ plan holds fewer reads of a tenant table than its SQL text names (a read the ind
 analysis never saw). So the guard is checked on what the engine actually prunes by, not
 on the text we generate.
 
-The data puts rows of both projects in every tenant table (events, the materialised
-`event_counts_15m`, saved funnels and saved reports), so index analysis runs on each.
+The data puts rows of both projects in every tenant table the query service reads
+(events, the materialised `event_counts_15m`, saved funnels and saved reports, profiles
+and the /engage paging snapshots in `engage_sessions`), so index analysis runs on each.
+An `INSERT … SELECT` (the /engage snapshot) is explained through its `SELECT`, which is
+what reads. `profile_updates` (the profile update log) and `profile_heads` are written and
+read only by the profile store of the ingestion path, never by a query endpoint, so no
+request here reads them.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import time
@@ -50,6 +56,9 @@ SEED = 20240417
 # for project 1 by accident), in zones with whole-hour and half-hour offsets.
 ZONES = {3: "America/New_York", 8: "Asia/Kolkata"}
 TENANT: dict[str, Table] = {name: t for name, t in TABLES.items() if t.tenant}
+# The profile update log and its newest-arrival heads: ingestion only (see the docstring).
+NOT_QUERIED = {"profile_updates", "profile_heads"}
+QUERIED: dict[str, Table] = {name: t for name, t in TENANT.items() if name not in NOT_QUERIED}
 EXPORT = "export"
 ENDPOINTS = (*REPORTS, EXPORT)
 
@@ -303,7 +312,18 @@ def _other_reads(lines: Sequence[str]) -> list[str]:
     return out
 
 
+_INSERT_HEAD = re.compile(r"\s*INSERT\s+INTO\s+[A-Za-z_][A-Za-z0-9_]*\s*\([^()]*\)\s*(?=SELECT\b)", re.IGNORECASE)
+
+
+def readable(text: str) -> str:
+    """What to explain: the statement, or the `SELECT` of an `INSERT INTO t (cols) SELECT …`
+    (EXPLAIN takes only a SELECT; the SELECT is what reads)."""
+    head = _INSERT_HEAD.match(text)
+    return text[head.end() :] if head is not None else text
+
+
 def explain(warehouse: ClickHouseWarehouse, text: str, parameters: dict[str, Any]) -> list[str]:
+    text = readable(text)
     lines = [row[0] for row in warehouse.query("EXPLAIN indexes = 1 " + text, parameters)]
     projected = any("projection" in step for step in _other_reads(lines))
     if projected and "SETTINGS" not in text.upper():
@@ -397,6 +417,27 @@ class Loaded:
     dataset: Dataset
     funnels: dict[int, dict[int, int]] = field(default_factory=dict)  # project -> funnel key -> funnel_id
     bookmarks: dict[int, dict[str, int]] = field(default_factory=dict)  # project -> case -> bookmark_id
+    sessions: dict[int, str] = field(default_factory=dict)  # project -> an /engage paging session
+
+
+GROUP_KEY = "company"
+ENGAGE_PAGED = {"where": 'properties["n"] >= 0', "page_size": "3"}
+
+
+def _profiles(warehouse: ClickHouseWarehouse, dataset: Dataset) -> None:
+    """User profiles for every user of each project's events and a few group profiles, each
+    with an older version inserted first (so `profiles` has several parts)."""
+    rows: list[list[Any]] = []
+    for pid, spec in dataset.projects.items():
+        users = sorted({str(e["properties"]["distinct_id"]) for e in spec.events} - {""})
+        for n, uid in enumerate(users):
+            rows.append([pid, "", uid, json.dumps({"n": n, "plan": ["free", "pro"][n % 2]}), 0, 2])
+        for n, gid in enumerate(["acme", "globex", "initech"]):
+            rows.append([pid, GROUP_KEY, gid, json.dumps({"n": n}), 0, 2])
+    older = [[pid, gk, key, json.dumps({"old": True}), 0, 1] for pid, gk, key, *_ in rows[::2]]
+    columns = ["project_id", "group_key", "profile_id", "properties", "deleted", "version"]
+    warehouse.insert("profiles", columns, older)
+    warehouse.insert("profiles", columns, rows)
 
 
 @pytest.fixture(scope="module")
@@ -418,6 +459,11 @@ def loaded(warehouse: ClickHouseWarehouse) -> Iterator[Loaded]:
                     body.update(from_date=spec.from_date, to_date=spec.to_date)
                 name, bookmark = parse_bookmark({"name": case, "params": body})
                 state.bookmarks[pid][case] = store.create_bookmark(pid, name, bookmark).bookmark_id
+        _profiles(warehouse, dataset)
+        for pid in dataset.projects:  # a multi-page /engage answer: a snapshot in engage_sessions
+            r = env.query(pid, "/engage", ENGAGE_PAGED)
+            assert r.status_code == 200 and r.json()["total"] > 3, r.text[:300]
+            state.sessions[pid] = r.json()["session_id"]
         yield state
 
 
@@ -578,6 +624,24 @@ def _export(spec: ProjectSpec) -> Iterator[Request]:
     yield EXPORT, {"from_date": spec.to_date, "to_date": spec.to_date}
 
 
+def _engage(state: Loaded, pid: int) -> Iterator[Request]:
+    group = int.from_bytes(hashlib.blake2b(GROUP_KEY.encode(), digest_size=8).digest(), "big", signed=True)
+    purchases = json.dumps(
+        [
+            {"name": "buys", "window": "30d", "event_selectors": [{"event": "Purchase", "selector": WHERE}]},
+            {"name": "opens", "window": "7d", "event_selectors": [{"event": "App Open"}]},
+        ]
+    )
+    yield "engage", {}
+    yield "engage", {"where": 'properties["plan"] == "pro"', "output_properties": '["plan"]'}
+    yield "engage", ENGAGE_PAGED  # a snapshot: INSERT … SELECT, its size, page 0 from it
+    yield "engage", {**ENGAGE_PAGED, "page": "2", "session_id": state.sessions[pid]}
+    yield "engage", {"distinct_ids": '["u0001", "u0002", "nobody"]'}
+    yield "engage", {"data_group_id": str(group), "where": 'properties["n"] > 0'}
+    yield "engage", {"behaviors": purchases, "where": 'behaviors["buys"] > 0 or behaviors["opens"] >= 2'}
+    yield "engage", {"behaviors": purchases, "where": 'behaviors["opens"] >= 0', "page_size": "2"}
+
+
 def requests_for(state: Loaded, pid: int) -> Iterator[Request]:
     spec = state.dataset.projects[pid]
     yield from _segmentation(spec)
@@ -588,6 +652,7 @@ def requests_for(state: Loaded, pid: int) -> Iterator[Request]:
     for bookmark_id in state.bookmarks[pid].values():
         yield "insights", {"bookmark_id": str(bookmark_id)}
     yield from _export(spec)
+    yield from _engage(state, pid)
 
 
 def _send(env: ReportEnv, pid: int, endpoint: str, params: dict[str, str]) -> Any:
@@ -600,7 +665,7 @@ def _send(env: ReportEnv, pid: int, endpoint: str, params: dict[str, str]) -> An
 def test_every_tenant_read_is_guarded_by_the_requesting_project(loaded: Loaded) -> None:
     started = time.perf_counter()
     inner = loaded.recorder.inner
-    for name in TENANT:  # index analysis needs parts: every tenant table holds rows of both projects
+    for name in QUERIED:  # index analysis needs parts: every table read holds rows of both projects
         per_project = dict(inner.query(f"SELECT project_id, count() FROM {name} GROUP BY project_id"))
         assert all(per_project.get(pid, 0) > 0 for pid in ZONES), f"{name} lacks rows: {per_project}"
 
@@ -653,7 +718,7 @@ def test_every_tenant_read_is_guarded_by_the_requesting_project(loaded: Loaded) 
         f"endpoints without a checked tenant read: {set(ENDPOINTS) - endpoints_seen}"
     )
     tables_seen = {table for _, table in covered}
-    assert tables_seen == set(TENANT), f"tenant tables never read by any request: {set(TENANT) - tables_seen}"
+    assert tables_seen == set(QUERIED), f"tenant tables never read by any request: {set(QUERIED) - tables_seen}"
     expected = {
         ("funnels", "saved_funnels"),
         ("funnels/list", "saved_funnels"),
@@ -663,6 +728,8 @@ def test_every_tenant_read_is_guarded_by_the_requesting_project(loaded: Loaded) 
         ("events/names", "event_counts_15m"),
         ("segmentation", "event_counts_15m"),
         ("insights", "event_counts_15m"),
+        ("engage", "profiles"),
+        ("engage", "engage_sessions"),
         *((endpoint, "events") for endpoint in ENDPOINTS if endpoint != "funnels/list"),
     }
     assert expected <= covered, f"(endpoint, table) pairs never checked: {sorted(expected - covered)}"

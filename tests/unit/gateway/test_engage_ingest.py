@@ -42,12 +42,18 @@ def test_json_batch_with_tokens(gateway: Gateway, creds: Creds) -> None:
 
 
 def test_mixpanel_utils_form_with_base64_data(gateway: Gateway, creds: Creds) -> None:
-    batch = [user(creds, "$set", {"a": 1}, **{"$ignore_time": True, "$ip": 0}) for _ in range(1)]
-    batch[0]["$ip"] = "0"
+    batch = [user(creds, "$set", {"a": 1}, **{"$ignore_time": True, "$ip": 0, "$ignore_alias": False})]
     data = base64.b64encode(orjson.dumps(batch)).decode()
     r = gateway.post("/engage", data={"data": data, "verbose": "1"})
     assert r.json() == {"status": 1, "error": None}
     assert published(gateway, "profiles")[0].ignore_time is True
+    # what its people methods send with a service account: `project_id` in the form body
+    form = {"data": data, "project_id": "1"}
+    r = gateway.post("/engage?verbose=1", data=form, auth=("owner-sa", creds.sa_secret))
+    assert r.json() == {"status": 1, "error": None}
+    r = gateway.post("/engage?verbose=1", data={**form, "project_id": "2"}, auth=("owner-sa", creds.sa_secret))
+    assert r.status_code == 403
+    assert [u.project_id for u in published(gateway, "profiles")] == [1, 1]
 
 
 def test_strict_answers_list_the_invalid_updates_and_keep_the_valid(gateway: Gateway, creds: Creds) -> None:
@@ -114,7 +120,10 @@ def test_geolocation_from_the_client_address_unless_ip_0(make_gateway: Any, cred
     gateway.post(
         "/engage", content=json.dumps([user(creds, **{"$ip": "2.125.160.216"})]), headers=JSON, peer="81.2.69.160"
     )
-    assert [u.ip for u in published(gateway, "profiles")] == ["81.2.69.160", None, "2.125.160.216"]
+    # `$ip` "0" (or the number 0, as mixpanel-utils sends it) turns geolocation off for that update
+    both = [user(creds, **{"$ip": "0"}), user(creds, **{"$ip": 0})]
+    gateway.post("/engage", content=json.dumps(both), headers=JSON, peer="81.2.69.160")
+    assert [u.ip for u in published(gateway, "profiles")] == ["81.2.69.160", None, "2.125.160.216", "0", "0"]
 
 
 def test_gzip_ndjson_and_get_with_data(gateway: Gateway, creds: Creds) -> None:
