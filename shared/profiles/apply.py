@@ -27,6 +27,7 @@ applies newer entries to a known state. Decisions (semantics §6.3 and the issue
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -86,7 +87,12 @@ class _Clash(Exception):
 
 
 def last_seen_text(time_ms: int) -> str:
-    return datetime.fromtimestamp(time_ms // 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    return _second_text(time_ms // 1000)
+
+
+@functools.lru_cache(maxsize=8192)
+def _second_text(second: int) -> str:
+    return datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")
 
 
 def _json_key(value: Any) -> Any:

@@ -77,6 +77,8 @@ class _Pending:
 
 
 def _geo(place: Place) -> tuple[tuple[str, str], ...]:
+    if not (place.city or place.region or place.country_code):
+        return ()
     found = (("$city", place.city), ("$region", place.region), ("mp_country_code", place.country_code))
     return tuple((name, value) for name, value in found if value)
 
@@ -109,12 +111,13 @@ class _ProfileStore:
         """The current state of each profile that has one, marked `behind` when the log holds
         a newer arrival than the state includes (`profile_heads`)."""
         b = Params()
+        profiles = self._ids(ids, b)  # bound once, read by both scans
         text = sql(
             "SELECT profile_id, properties, deleted, last_time, last_seq, seen_seq, 0 AS head FROM {} "
             "UNION ALL SELECT profile_id, '', 0, toDateTime64(0, 3, 'UTC'), 0, 0, max(max_seq) FROM {} "
             "GROUP BY profile_id",
-            source(PROFILES, self.scope, b, final=True, keys=self._ids(ids, b)),
-            source(PROFILE_HEADS, self.scope, b, keys=self._ids(ids, b)),
+            source(PROFILES, self.scope, b, final=True, keys=profiles),
+            source(PROFILE_HEADS, self.scope, b, keys=profiles),
         )
         found: dict[str, ProfileState] = {}
         heads: dict[str, int] = {}
@@ -159,28 +162,30 @@ class _ProfileStore:
         return logs
 
     def insert_log(self, pending: Sequence[_Pending], now_ms: int) -> None:
-        columns: dict[str, list[object]] = {name: [] for name in PROFILE_UPDATES.column_names}
-        for p in pending:
-            u, e = p.update, p.entry
-            for name, value in (
-                ("project_id", u.project_id),
-                ("group_key", u.group_key),
-                ("profile_id", u.profile_id),
-                ("time", e.time_ms),
-                ("seq", e.seq),
-                ("op", u.op),
-                ("value", orjson.dumps(u.value).decode()),
-                ("ignore_time", int(u.ignore_time)),
-                ("city", p.place.city),
-                ("region", p.place.region),
-                ("country_code", p.place.country_code),
-                ("dedup_hash", p.dedup),
-                ("first_arrival", _FIRST_ARRIVAL - e.seq),
-                ("ingested_at", now_ms),
-            ):
-                columns[name].append(value)
+        updates = [p.update for p in pending]
+        entries = [p.entry for p in pending]
+        places = [p.place for p in pending]
+        columns = {
+            "project_id": [u.project_id for u in updates],
+            "group_key": [u.group_key for u in updates],
+            "profile_id": [u.profile_id for u in updates],
+            "time": [e.time_ms for e in entries],
+            "seq": [e.seq for e in entries],
+            "op": [u.op for u in updates],
+            "value": [orjson.dumps(u.value).decode() for u in updates],
+            "ignore_time": [int(u.ignore_time) for u in updates],
+            "city": [place.city for place in places],
+            "region": [place.region for place in places],
+            "country_code": [place.country_code for place in places],
+            "dedup_hash": [p.dedup for p in pending],
+            "first_arrival": [_FIRST_ARRIVAL - e.seq for e in entries],
+            "ingested_at": [now_ms] * len(pending),
+        }
         self.warehouse.insert(
-            PROFILE_UPDATES.name, PROFILE_UPDATES.column_names, list(columns.values()), column_oriented=True
+            PROFILE_UPDATES.name,
+            PROFILE_UPDATES.column_names,
+            [columns[name] for name in PROFILE_UPDATES.column_names],  # type: ignore[misc]
+            column_oriented=True,
         )
 
     def insert_states(self, states: dict[str, ProfileState], version: int, now_ms: int) -> None:
