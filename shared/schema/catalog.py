@@ -23,6 +23,7 @@ __all__ = [
     "ENGAGE_SESSIONS",
     "EVENTS",
     "EVENT_COUNTS_15M",
+    "KNOWN_IDS",
     "PROFILES",
     "PROFILE_HEADS",
     "PROFILE_UPDATES",
@@ -262,6 +263,20 @@ PROFILE_HEADS = Table(
     order_by="(project_id, group_key, profile_id)",
 )
 
+# Every non-empty distinct id a project's events carry (fed from `events` by the materialised view
+# of m0008): the event half of the cohort universe (semantics-2 §13.4), without scanning events.
+KNOWN_IDS = Table(
+    "known_ids",
+    (
+        Column("project_id", "UInt64"),
+        Column("distinct_id", "String"),
+        Column("first_seen", f"SimpleAggregateFunction(min, {_UTC_MS})"),
+        Column("last_seen", f"SimpleAggregateFunction(max, {_UTC_MS})"),
+    ),
+    engine="AggregatingMergeTree",
+    order_by="(project_id, distinct_id)",
+)
+
 # `profiles` is the current state: one row per profile, replaced on every change (the highest
 # `version` wins). A deleted profile is a row with `deleted` = 1 (it still remembers the newest
 # update seen, so an older update arriving late is replayed in its place). `last_time` and
@@ -321,6 +336,7 @@ TABLES = MappingProxyType(
             PROFILE_UPDATES,
             PROFILE_HEADS,
             PROFILES,
+            KNOWN_IDS,
             ENGAGE_SESSIONS,
         )
     }

@@ -52,7 +52,7 @@ from footfall.services.query.reports._common import (
     series_response,
     series_values,
 )
-from footfall.services.query.timerange import local_midnight_utc
+from footfall.shared.timerange import local_midnight_utc
 from footfall.shared.errors import ParamError
 
 __all__ = [

@@ -17,7 +17,7 @@ from starlette.responses import StreamingResponse
 from footfall.services.query.endpoints import QueryContext
 from footfall.services.query.params import check_range
 from footfall.services.query.reports._common import Binds, Query, final_events, read_dates
-from footfall.services.query.timerange import day_range_utc
+from footfall.shared.timerange import day_range_utc
 from footfall.shared.sql import Scope, sql
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

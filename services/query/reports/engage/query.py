@@ -25,7 +25,7 @@ from zoneinfo import ZoneInfo
 
 from footfall.services.query.reports._common import HAS_USER, Binds, Query, final_events
 from footfall.services.query.reports.engage.request import Behavior, EngageRequest, EventSelector
-from footfall.services.query.timerange import local_midnight_utc
+from footfall.shared.timerange import local_midnight_utc
 from footfall.shared.expr import compile_where
 from footfall.shared.schema.catalog import ENGAGE_SESSIONS, PROFILES
 from footfall.shared.sql import Scope, Sql, join, number, source, sql

@@ -1,0 +1,344 @@
+"""Cohort membership, computed on read by the warehouse (semantics-2 §13.4–13.5). Pure: `Sql`
+plus bound values; every table is read through a scoped source.
+
+One statement evaluates any number of a project's cohorts over one row per member of the
+universe U (`universe_rows`):
+
+    U (ids with an event in `known_ids` ∪ ids with a live profile)
+      LEFT JOIN the live user profiles (properties; '' for an id without one)
+      LEFT JOIN one grouped scan of `events FINAL`: per id, every behaviour's count
+
+and one UInt8 column per dynamic cohort (`c<id>`), its selector compiled to SQL: a behaviour
+leaf compares a count, a profile leaf is the expression `user["name"] <op> operand` of the
+expression language in its profile context (cast by the leaf's `type`), a string selector is
+compiled as it is, and a cohort leaf reads the referenced cohort's column of the same row
+(`not in`: its negation — U minus the members) or, for a static cohort, the bound list.
+Referenced cohorts are compiled once each, in reference order, and read by alias.
+
+Decisions (those of the reference, tests/oracle/cohorts.py, unless noted):
+
+* Behaviour counts are exact under unmerged duplicates (`FINAL`: the newest copy counts once
+  and its properties decide a selector); `days` counts distinct local days. Several event
+  selectors of one behaviour are OR-ed (an event matching two counts once).
+* Windows are calendar days of the project's time zone ending at `now`, today included:
+  `day` N from local midnight of today - N + 1, `week` N of today - 7N + 1, `month` N of the
+  day after today - N months (clamped at month ends); `from_date`/`to_date` local days.
+  Events after `now` never count.
+* A profile leaf on a missing property: `==` and ordered comparisons false, `!=` true,
+  `in` false, `not in` true, `defined` false (a JSON null is defined). A cast that does not
+  apply (`number("abc")`) leaves the value undefined; a boolean cast of a missing value
+  stays undefined (so `== false` is not true for an id without the property).
+* Dynamic members always lie in U; a static cohort is exactly its list, also outside U
+  (`count` of a static cohort is the length of its list).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from typing import Any, LiteralString
+from zoneinfo import ZoneInfo
+
+from footfall.shared.expr import check_expr, compile_where, parse_expr
+from footfall.shared.schema.catalog import EVENTS, KNOWN_IDS, PROFILES
+from footfall.shared.sql import Params, Scope, Sql, join, number, source, sql
+from footfall.shared.timerange import local_midnight_utc
+
+__all__ = ["MAX_REFERENCE_DEPTH", "CohortNotFoundError", "cohort_columns", "counts_sql", "members_sql", "window_start"]
+
+MAX_REFERENCE_DEPTH = 10
+_UTC_MS = "DateTime64(3, 'UTC')"
+_FLOOR = date(1970, 1, 2)  # no window reaches before the epoch's first whole day
+_EPOCH = datetime(1970, 1, 1, tzinfo=ZoneInfo("UTC"))
+_COUNT_TEMPLATES: dict[str, LiteralString] = {
+    "==": "({} = {})",
+    "!=": "({} != {})",
+    ">": "({} > {})",
+    ">=": "({} >= {})",
+    "<": "({} < {})",
+    "<=": "({} <= {})",
+}
+_CASTS = {"number": "number", "boolean": "boolean", "datetime": "datetime"}
+
+
+class CohortNotFoundError(KeyError):
+    """A referenced cohort is not a cohort of the project."""
+
+
+@dataclass(frozen=True)
+class _Behaviour:
+    index: int  # 1-based position in the shared counts array
+    selectors: tuple[tuple[str, Any], ...]  # (event, selector: None | expression text | event tree)
+    days: bool  # count distinct local days
+    start: datetime | None  # None: no lower bound
+    end: datetime  # exclusive
+
+
+def window_start(today: date, unit: str, n: int) -> date | None:
+    """The first local day of a `window` of `n` `unit`s ending `today` (None: unbounded)."""
+    try:
+        if unit == "day":
+            first = today - timedelta(days=n - 1)
+        elif unit == "week":
+            first = today - timedelta(days=7 * n - 1)
+        else:
+            months = today.year * 12 + today.month - 1 - n
+            year, month = divmod(months, 12)
+            last_day = (date(year + (month + 1) // 12, (month + 1) % 12 + 1, 1) - timedelta(days=1)).day
+            first = date(year, month + 1, min(today.day, last_day)) + timedelta(days=1)
+    except (OverflowError, ValueError):
+        return None
+    return first if first >= _FLOOR else None
+
+
+def _time_range(behaviour: Mapping[str, Any], now: datetime, tz: str) -> tuple[datetime | None, datetime]:
+    """[start, end) of a behaviour's events (start None: unbounded); never after `now`."""
+    end = now + timedelta(milliseconds=1)
+    window = behaviour.get("window")
+    if window is not None:
+        first = window_start(now.astimezone(ZoneInfo(tz)).date(), window["unit"], int(window["value"]))
+        return (None if first is None else local_midnight_utc(first, tz)), end
+    first_day, last_day = date.fromisoformat(behaviour["from_date"]), date.fromisoformat(behaviour["to_date"])
+    start = local_midnight_utc(first_day, tz) if first_day >= _FLOOR else None
+    if last_day < date.max:
+        end = min(end, local_midnight_utc(last_day + timedelta(days=1), tz))
+    return start, end
+
+
+def _selectors(count: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+    listed = count.get("event_selectors") or [count["event_selector"]]
+    return tuple((s["event"], s.get("selector")) for s in listed)
+
+
+def _literal(value: Any) -> str:
+    """A value as an expression-language literal (JSON: strings, numbers, booleans, null, lists)."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _leaf_text(accessor: str, leaf: Mapping[str, Any]) -> str:
+    """The expression of a profile (`user`) or event (`properties`) leaf."""
+    prop = f"{accessor}[{_literal(leaf['value'])}]"
+    operator, kind = leaf["operator"], leaf.get("type") or "string"
+    if operator == "defined":
+        return f"defined({prop})"
+    if operator == "not defined":
+        return f"not defined({prop})"
+    cast = _CASTS.get(kind)
+    value = f"{cast}({prop})" if cast else prop
+    operand = _literal(leaf.get("operand"))
+    operand = f"{cast}({operand})" if cast else operand
+    if operator == "in":
+        return f"(defined({prop}) and {operand} in {value})"
+    if operator == "not in":
+        return f"not (defined({prop}) and {operand} in {value})"
+    if operator == "!=":
+        return f"(not defined({prop}) or {value} != {operand})"
+    return f"(defined({prop}) and {value} {operator} {operand})"
+
+
+def _event_tree_text(node: Mapping[str, Any]) -> str:
+    if "children" in node:
+        glue = f" {node['operator']} "
+        return "(" + glue.join(_event_tree_text(child) for child in node["children"]) + ")"
+    return _leaf_text("properties", node)
+
+
+class _Compiler:
+    """The behaviours and cohort columns of one membership statement."""
+
+    def __init__(self, cohorts: Mapping[int, Mapping[str, Any]], now: datetime, tz: str, binds: Params) -> None:
+        self.cohorts = cohorts
+        self.now = now
+        self.tz = tz
+        self.binds = binds
+        self.behaviours: list[_Behaviour] = []
+        self.columns: dict[int, Sql] = {}  # cohort id -> its compiled condition, in dependency order
+        self._open: list[int] = []
+
+    def cohort(self, cohort_id: int) -> Sql:
+        """The name of the column holding membership of dynamic cohort `cohort_id`."""
+        if cohort_id not in self.columns:
+            if cohort_id in self._open or len(self._open) > MAX_REFERENCE_DEPTH:
+                raise ValueError(f"cohort {cohort_id} is part of a reference cycle or too deep a chain")
+            definition = self.cohorts.get(cohort_id)
+            if definition is None:
+                raise CohortNotFoundError(cohort_id)
+            self._open.append(cohort_id)
+            try:
+                keys = {key: self._behaviour(b) for key, b in (definition.get("behaviors") or {}).items()}
+                self.columns[cohort_id] = self._selector(definition["selector"], keys)
+            finally:
+                self._open.pop()
+        return _column(cohort_id)
+
+    def _behaviour(self, behaviour: Mapping[str, Any]) -> Sql:
+        start, end = _time_range(behaviour, self.now, self.tz)
+        count = behaviour["count"]
+        entry = _Behaviour(len(self.behaviours) + 1, _selectors(count), count.get("type") == "days", start, end)
+        self.behaviours.append(entry)
+        return sql("arrayElement(behaviour_counts, {})", number(entry.index))
+
+    def _selector(self, node: Any, keys: Mapping[str, Sql]) -> Sql:
+        if isinstance(node, str):
+            typed = check_expr(parse_expr(node), context="profiles", behaviors=keys)
+            return compile_where(typed, self.binds, properties_of=PROFILES, counts=keys)
+        if "children" in node:
+            parts = [self._selector(child, keys) for child in node["children"]]
+            return sql("({})", join(" AND ", parts) if node["operator"] == "and" else join(" OR ", parts))
+        kind = node["property"]
+        if kind == "behaviors":
+            template = _COUNT_TEMPLATES[node["operator"]]
+            return sql(template, keys[node["value"]], self.binds.add(int(node["operand"]), "Int64"))
+        if kind == "user":
+            typed = check_expr(parse_expr(_leaf_text("user", node)), context="profiles")
+            return compile_where(typed, self.binds, properties_of=PROFILES)
+        inside = self._member_of(int(node["value"]))
+        return inside if node["operator"] == "in" else sql("NOT {}", inside)
+
+    def _member_of(self, cohort_id: int) -> Sql:
+        definition = self.cohorts.get(cohort_id)
+        if definition is None:
+            raise CohortNotFoundError(cohort_id)
+        if definition.get("is_static") or definition.get("distinct_ids") is not None:
+            listed = self.binds.add(list(definition.get("distinct_ids") or []), "Array(String)")
+            return sql("has({}, distinct_id)", listed)
+        return self.cohort(cohort_id)
+
+    def counts_scan(self, project_id: int) -> Sql:
+        """Per id with any counted event: `behaviour_counts`, one count per behaviour."""
+        starts = [b.start for b in self.behaviours]
+        earliest = _EPOCH if any(s is None for s in starts) else min(s for s in starts if s is not None)
+        latest = max(b.end for b in self.behaviours)
+        names = sorted({event for b in self.behaviours for event, _ in b.selectors})
+        columns = [self._count_column(b) for b in self.behaviours]
+        return sql(
+            "SELECT distinct_id AS counted_id, [{}] AS behaviour_counts FROM {} GROUP BY distinct_id",
+            join(", ", columns),
+            source(
+                EVENTS,
+                Scope(project_id, earliest, latest),
+                self.binds,
+                final=True,
+                keys=sql("{} AND distinct_id != ''", _names(names, self.binds)),
+            ),
+        )
+
+    def _count_column(self, b: _Behaviour) -> Sql:
+        matches = []
+        for event, selector in b.selectors:
+            cond = sql("event = {}", self.binds.add(event, "String"))
+            if selector is not None:
+                text = selector if isinstance(selector, str) else _event_tree_text(selector)
+                cond = sql("({} AND {})", cond, compile_where(check_expr(parse_expr(text)), self.binds))
+            matches.append(cond)
+        when = sql("time < {}", self.binds.add(b.end, _UTC_MS))
+        if b.start is not None:
+            when = sql("time >= {} AND {}", self.binds.add(b.start, _UTC_MS), when)
+        hit = sql("({} AND ({}))", when, join(" OR ", matches))
+        if b.days:
+            return sql("toUInt64(uniqExactIf(toDate(time, {}), {}))", self.binds.add(self.tz, "String"), hit)
+        return sql("countIf({})", hit)
+
+
+def _column(cohort_id: int) -> Sql:
+    return sql("c{}", number(cohort_id))
+
+
+def _names(names: Sequence[str], binds: Params) -> Sql:
+    if not names:
+        return sql("0")
+    return sql("event IN {}", binds.add(list(names), "Array(String)"))
+
+
+def _universe(project_id: int, binds: Params) -> Sql:
+    """Every id with an event (`known_ids`) or a live user profile, once."""
+    scope = Scope(project_id)
+    return sql(
+        "SELECT DISTINCT distinct_id FROM (SELECT distinct_id FROM {} UNION ALL "
+        "SELECT profile_id AS distinct_id FROM {})",
+        source(KNOWN_IDS, scope, binds),
+        source(PROFILES, scope, binds, final=True, keys=sql("group_key = ''"), where=sql("deleted = 0")),
+    )
+
+
+def cohort_columns(
+    cohort_ids: Sequence[int],
+    cohorts: Mapping[int, Mapping[str, Any]],
+    project_id: int,
+    tz: str,
+    now: datetime,
+    binds: Params,
+) -> Sql:
+    """`SELECT distinct_id, properties, c<id>…` over U: one row per universe member, its profile
+    properties ('' without a profile) and one UInt8 membership column per dynamic cohort of
+    `cohort_ids` (and per cohort they reference). Static cohorts get no column."""
+    compiler = _Compiler(cohorts, now, tz, binds)
+    for cohort_id in cohort_ids:
+        definition = cohorts.get(cohort_id)
+        if definition is None:
+            raise CohortNotFoundError(cohort_id)
+        if not (definition.get("is_static") or definition.get("distinct_ids") is not None):
+            compiler.cohort(cohort_id)
+    columns = [sql("{} AS {}", condition, _column(cid)) for cid, condition in compiler.columns.items()]
+    profiles = source(
+        PROFILES, Scope(project_id), binds, final=True, keys=sql("group_key = ''"), where=sql("deleted = 0")
+    )
+    counts = (
+        sql("LEFT JOIN ({}) AS bh ON bh.counted_id = u.distinct_id", compiler.counts_scan(project_id))
+        if compiler.behaviours
+        else sql("")
+    )
+    behaviour_counts = sql("bh.behaviour_counts AS behaviour_counts, ") if compiler.behaviours else sql("")
+    return sql(
+        "SELECT u.distinct_id AS distinct_id, pr.properties AS properties, {}{} "
+        "FROM ({}) AS u LEFT JOIN (SELECT profile_id, properties FROM {}) AS pr ON pr.profile_id = u.distinct_id {}",
+        behaviour_counts,
+        join(", ", columns) if columns else sql("1 AS _none"),
+        _universe(project_id, binds),
+        profiles,
+        counts,
+    )
+
+
+def counts_sql(
+    cohort_ids: Sequence[int],
+    cohorts: Mapping[int, Mapping[str, Any]],
+    project_id: int,
+    tz: str,
+    now: datetime,
+    binds: Params,
+) -> Sql:
+    """One row: the member count of each dynamic cohort of `cohort_ids`, in that order (one scan
+    for all of them). Static cohorts are counted by their list, not here."""
+    dynamic = [
+        cid for cid in cohort_ids if not (cohorts[cid].get("is_static") or cohorts[cid].get("distinct_ids") is not None)
+    ]
+    if not dynamic:
+        return sql("SELECT 0")
+    table = cohort_columns(dynamic, cohorts, project_id, tz, now, binds)
+    return sql("SELECT {} FROM ({})", join(", ", [sql("countIf({})", _column(cid)) for cid in dynamic]), table)
+
+
+def members_sql(
+    cohort_id: int, cohorts: Mapping[int, Mapping[str, Any]], project_id: int, tz: str, now: datetime, binds: Params
+) -> Sql:
+    """`SELECT distinct_id, properties` of the members of one cohort (properties '' for a member
+    without a profile). A static cohort's members come from its list."""
+    definition = cohorts.get(cohort_id)
+    if definition is None:
+        raise CohortNotFoundError(cohort_id)
+    if definition.get("is_static") or definition.get("distinct_ids") is not None:
+        profiles = source(
+            PROFILES, Scope(project_id), binds, final=True, keys=sql("group_key = ''"), where=sql("deleted = 0")
+        )
+        return sql(
+            "SELECT m.distinct_id AS distinct_id, pr.properties AS properties FROM "
+            "(SELECT arrayJoin({}) AS distinct_id) AS m LEFT JOIN (SELECT profile_id, properties FROM {}) AS pr "
+            "ON pr.profile_id = m.distinct_id",
+            binds.add(list(definition.get("distinct_ids") or []), "Array(String)"),
+            profiles,
+        )
+    table = cohort_columns([cohort_id], cohorts, project_id, tz, now, binds)
+    return sql("SELECT distinct_id, properties FROM ({}) WHERE {}", table, _column(cohort_id))
