@@ -14,6 +14,7 @@ BENCHMARKS = [
     "query_segmentation",
     "query_funnels",
     "query_engage",
+    "query_cohorts",
 ]
 
 

@@ -54,6 +54,12 @@ def cmd_bookmarks(args: argparse.Namespace, settings: Any) -> int:
     return run(args, settings)
 
 
+def cmd_cohorts(args: argparse.Namespace, settings: Any) -> int:
+    from footfall.services.app.cohort_commands import cmd_cohorts as run
+
+    return run(args, settings)
+
+
 def cmd_gateway(args: argparse.Namespace, settings: Any) -> int:
     print(f"Footfall gateway on http://{args.host}:{args.port} -> Kafka {settings.kafka.bootstrap}", file=sys.stderr)
     if args.workers > 1:
@@ -138,6 +144,12 @@ def _query_settings(env: dict[str, str], data_dir: Path | None) -> Any:
     return QuerySettings.from_env(env, data_dir=data_dir)
 
 
+def _client_settings(env: dict[str, str], data_dir: Path | None) -> Any:
+    from footfall.services.app.settings import ClientSettings
+
+    return ClientSettings.from_env(env)
+
+
 def _management_settings(env: dict[str, str], data_dir: Path | None) -> Any:
     from footfall.services.app.settings import ManagementSettings
 
@@ -162,6 +174,7 @@ COMMANDS: dict[str, Command] = {
     "service-accounts": Command(cmd_service_accounts, _management_settings),
     "funnels": Command(cmd_funnels, _management_settings),
     "bookmarks": Command(cmd_bookmarks, _management_settings),
+    "cohorts": Command(cmd_cohorts, _client_settings),
 }
 
 
@@ -199,11 +212,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--data", type=Path, default=None, help="data folder of a chDB store (default ./footfall-data)"
     )
 
+    from footfall.services.app.cohort_commands import add_cohort_commands
     from footfall.services.app.commands import add_saved_commands
     from footfall.services.app.projects import add_project_commands
 
     add_saved_commands(sub)
     add_project_commands(sub)
+    add_cohort_commands(sub)
     return parser
 
 

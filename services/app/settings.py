@@ -1,5 +1,6 @@
 """What the management commands read (`footfall projects|service-accounts|funnels|bookmarks|
-directory`): the store, first-start credentials and, for `directory publish`, Kafka."""
+directory`): the store, first-start credentials and, for `directory publish`, Kafka; and what
+`footfall cohorts` (a client of the running server's HTTP API) reads: its address and credentials."""
 
 from __future__ import annotations
 
@@ -25,4 +26,28 @@ class ManagementSettings:
             StoreSettings.from_env(env, data_dir),
             KafkaSettings.from_env(env),
             BootstrapSettings.from_env(env),
+        )
+
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+
+
+@dataclass(frozen=True)
+class ClientSettings:
+    """What `footfall cohorts …` reads: the running server's address and service-account
+    credentials (each overridden by the command's options)."""
+
+    log: LogSettings = field(default_factory=LogSettings)
+    url: str = DEFAULT_URL
+    username: str = ""
+    secret: str = ""
+
+    @classmethod
+    def from_env(cls, values: Mapping[str, str] | None = None) -> ClientSettings:
+        env = Env(values)
+        return cls(
+            LogSettings.from_env(env),
+            env.text("URL", DEFAULT_URL) or DEFAULT_URL,
+            env.text("SA_USERNAME"),
+            env.text("SA_SECRET"),
         )

@@ -8,6 +8,8 @@ from starlette.routing import Route
 from footfall.services.query.endpoints import QUERY, Handler, QueryService
 from footfall.services.query.limits import QueryLimiter
 from footfall.services.query.reports import (
+    _common,
+    cohorts,
     engage,
     events,
     export,
@@ -21,6 +23,8 @@ from footfall.services.query.reports import (
 )
 from footfall.services.query.settings import QuerySettings
 from footfall.shared.auth import Authenticator
+from footfall.shared.cohorts import WarehouseCohortStore
+from footfall.shared.cohorts.counts import CohortCounter
 from footfall.shared.warehouse import Warehouse
 from footfall.shared.web import build_starlette
 
@@ -46,11 +50,29 @@ REPORTS: dict[str, Handler] = {
 }
 
 
-def query_routes(authenticator: Authenticator, warehouse: Warehouse, settings: QuerySettings) -> list[Route]:
+# Every report endpoint name: REPORTS and those wired with their dependencies in `query_routes`.
+REPORT_NAMES = (*REPORTS, "cohorts/list")
+
+
+def cohort_counter(warehouse: Warehouse, settings: QuerySettings) -> CohortCounter:
+    """The process's cohort counter (`/cohorts/list` and the management `count`), on the reports' clock."""
+    return CohortCounter(
+        warehouse, WarehouseCohortStore(warehouse), now=lambda: _common.utc_now(), ttl=settings.cohort_count_ttl
+    )
+
+
+def query_routes(
+    authenticator: Authenticator,
+    warehouse: Warehouse,
+    settings: QuerySettings,
+    counter: CohortCounter | None = None,
+) -> list[Route]:
     service = QueryService(authenticator, warehouse, QueryLimiter(settings.rate_per_hour, settings.concurrency))
+    counter = counter or cohort_counter(warehouse, settings)
     # An /engage export pages through one session: its later pages do not spend the hourly
     # budget (mixpanel-utils fetches them all at once from `total`), only concurrency slots.
-    routes = service.routes(REPORTS, free={"engage": engage.continues_session})
+    reports = {**REPORTS, "cohorts/list": cohorts.cohorts_list(counter)}
+    routes = service.routes(reports, free={"engage": engage.continues_session})
     # Raw export has its own (much higher) limits at the interface; it is not counted
     # against the 60/hour report budget.
     export_endpoint = service.wrap("export", export.export, limited=False)

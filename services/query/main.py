@@ -18,9 +18,10 @@ from dataclasses import dataclass
 import structlog
 from starlette.applications import Starlette
 
+from footfall.services.app.cohorts import cohort_routes
 from footfall.services.app.data_groups import data_group_routes
 from footfall.services.app.saved import MANAGEMENT, saved_routes
-from footfall.services.query.app import query_routes
+from footfall.services.query.app import cohort_counter, query_routes
 from footfall.services.query.endpoints import QUERY
 from footfall.services.query.settings import QuerySettings
 from footfall.shared.auth import Authenticator
@@ -72,8 +73,10 @@ def build_query(settings: QuerySettings, *, refresh_seconds: float = REFRESH_SEC
 
     # The management interface (saved funnels and reports, data groups) lives beside the
     # queries that read it: this process is the one with warehouse access in the distributed shape.
-    routes = query_routes(authenticator, warehouse, settings)
+    counter = cohort_counter(warehouse, settings)  # one count cache for the reports and management
+    routes = query_routes(authenticator, warehouse, settings, counter)
     routes += saved_routes(authenticator, WarehouseSavedStore(warehouse))
     routes += data_group_routes(authenticator, warehouse)
+    routes += cohort_routes(authenticator, counter.store, counter.count_of)
     app = build_starlette("query", routes, interfaces=[QUERY, MANAGEMENT], lifespan=lifespan)
     return QueryProcess(app, warehouse, authenticator)

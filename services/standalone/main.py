@@ -12,11 +12,12 @@ import structlog
 from starlette.applications import Starlette
 
 from footfall.services.app.bootstrap import BOOTSTRAP_FILE, bootstrap_if_empty
+from footfall.services.app.cohorts import cohort_routes
 from footfall.services.app.data_groups import data_group_routes
 from footfall.services.app.saved import MANAGEMENT, saved_routes
 from footfall.services.gateway.app import INGESTION, ingestion_routes
 from footfall.services.gateway.sinks import Sink
-from footfall.services.query.app import query_routes
+from footfall.services.query.app import cohort_counter, query_routes
 from footfall.services.query.endpoints import QUERY
 from footfall.services.standalone.settings import ServeSettings
 from footfall.services.standalone.sink import EmbeddedSink
@@ -76,9 +77,11 @@ def build_embedded(settings: ServeSettings, *, sink: Sink | None = None) -> Embe
     routes = ingestion_routes(
         authenticator, sink, settings.gateway.limits, trusted_proxies=settings.gateway.trusted_proxies
     )
-    routes += query_routes(authenticator, warehouse, settings.query)
+    counter = cohort_counter(warehouse, settings.query)  # one count cache for the reports and management
+    routes += query_routes(authenticator, warehouse, settings.query, counter)
     routes += saved_routes(authenticator, WarehouseSavedStore(warehouse))
     routes += data_group_routes(authenticator, warehouse)
+    routes += cohort_routes(authenticator, counter.store, counter.count_of)
     app = build_starlette("embedded", routes, interfaces=[INGESTION, QUERY, MANAGEMENT], lifespan=lifespan)
     return Embedded(app, warehouse, authenticator, repo)
 

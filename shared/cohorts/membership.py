@@ -46,7 +46,15 @@ from footfall.shared.schema.catalog import EVENTS, KNOWN_IDS, PROFILES
 from footfall.shared.sql import Params, Scope, Sql, join, number, source, sql
 from footfall.shared.timerange import local_midnight_utc
 
-__all__ = ["MAX_REFERENCE_DEPTH", "CohortNotFoundError", "cohort_columns", "counts_sql", "members_sql", "window_start"]
+__all__ = [
+    "MAX_REFERENCE_DEPTH",
+    "CohortNotFoundError",
+    "behaviour_counts_sql",
+    "cohort_columns",
+    "counts_sql",
+    "members_sql",
+    "window_start",
+]
 
 MAX_REFERENCE_DEPTH = 10
 _UTC_MS = "DateTime64(3, 'UTC')"
@@ -167,13 +175,14 @@ class _Compiler:
                 raise CohortNotFoundError(cohort_id)
             self._open.append(cohort_id)
             try:
-                keys = {key: self._behaviour(b) for key, b in (definition.get("behaviors") or {}).items()}
+                keys = {key: self.behaviour(b) for key, b in (definition.get("behaviors") or {}).items()}
                 self.columns[cohort_id] = self._selector(definition["selector"], keys)
             finally:
                 self._open.pop()
         return _column(cohort_id)
 
-    def _behaviour(self, behaviour: Mapping[str, Any]) -> Sql:
+    def behaviour(self, behaviour: Mapping[str, Any]) -> Sql:
+        """Count `behaviour` (a canonical entry) in the shared scan: its count's expression."""
         start, end = _time_range(behaviour, self.now, self.tz)
         count = behaviour["count"]
         entry = _Behaviour(len(self.behaviours) + 1, _selectors(count), count.get("type") == "days", start, end)
@@ -206,13 +215,17 @@ class _Compiler:
             return sql("has({}, distinct_id)", listed)
         return self.cohort(cohort_id)
 
-    def counts_scan(self, project_id: int) -> Sql:
-        """Per id with any counted event: `behaviour_counts`, one count per behaviour."""
+    def counts_scan(self, project_id: int, ids: Sequence[str] | None = None) -> Sql:
+        """Per id with any counted event (of `ids` when given): `behaviour_counts`, one count
+        per behaviour."""
         starts = [b.start for b in self.behaviours]
         earliest = _EPOCH if any(s is None for s in starts) else min(s for s in starts if s is not None)
         latest = max(b.end for b in self.behaviours)
         names = sorted({event for b in self.behaviours for event, _ in b.selectors})
         columns = [self._count_column(b) for b in self.behaviours]
+        keys = sql("{} AND distinct_id != ''", _names(names, self.binds))
+        if ids is not None:
+            keys = sql("{} AND distinct_id IN {}", keys, self.binds.add(list(ids), "Array(String)"))
         return sql(
             "SELECT distinct_id AS counted_id, [{}] AS behaviour_counts FROM {} GROUP BY distinct_id",
             join(", ", columns),
@@ -221,7 +234,7 @@ class _Compiler:
                 Scope(project_id, earliest, latest),
                 self.binds,
                 final=True,
-                keys=sql("{} AND distinct_id != ''", _names(names, self.binds)),
+                keys=keys,
             ),
         )
 
@@ -263,6 +276,25 @@ def _universe(project_id: int, binds: Params) -> Sql:
     )
 
 
+def behaviour_counts_sql(
+    behaviours: Sequence[Mapping[str, Any]],
+    project_id: int,
+    tz: str,
+    now: datetime,
+    binds: Params,
+    ids: Sequence[str] | None = None,
+) -> Sql:
+    """`SELECT counted_id, behaviour_counts`: per id with a counted event (of `ids` when given)
+    the counts of `behaviours` (canonical entries, at least one), in order. The evaluator of
+    cohort behaviours, for /engage `behaviors` as well."""
+    if not behaviours:
+        raise ValueError("at least one behaviour")
+    compiler = _Compiler({}, now, tz, binds)
+    for behaviour in behaviours:
+        compiler.behaviour(behaviour)
+    return compiler.counts_scan(project_id, ids)
+
+
 def cohort_columns(
     cohort_ids: Sequence[int],
     cohorts: Mapping[int, Mapping[str, Any]],
@@ -271,8 +303,8 @@ def cohort_columns(
     now: datetime,
     binds: Params,
 ) -> Sql:
-    """`SELECT distinct_id, properties, c<id>…` over U: one row per universe member, its profile
-    properties ('' without a profile) and one UInt8 membership column per dynamic cohort of
+    """`SELECT distinct_id, properties, has_profile, c<id>…` over U: one row per universe member,
+    its profile properties ('' without a profile) and one UInt8 membership column per dynamic cohort of
     `cohort_ids` (and per cohort they reference). Static cohorts get no column."""
     compiler = _Compiler(cohorts, now, tz, binds)
     for cohort_id in cohort_ids:
@@ -292,7 +324,7 @@ def cohort_columns(
     )
     behaviour_counts = sql("bh.behaviour_counts AS behaviour_counts, ") if compiler.behaviours else sql("")
     return sql(
-        "SELECT u.distinct_id AS distinct_id, pr.properties AS properties, {}{} "
+        "SELECT u.distinct_id AS distinct_id, pr.properties AS properties, pr.profile_id != '' AS has_profile, {}{} "
         "FROM ({}) AS u LEFT JOIN (SELECT profile_id, properties FROM {}) AS pr ON pr.profile_id = u.distinct_id {}",
         behaviour_counts,
         join(", ", columns) if columns else sql("1 AS _none"),
@@ -324,8 +356,8 @@ def counts_sql(
 def members_sql(
     cohort_id: int, cohorts: Mapping[int, Mapping[str, Any]], project_id: int, tz: str, now: datetime, binds: Params
 ) -> Sql:
-    """`SELECT distinct_id, properties` of the members of one cohort (properties '' for a member
-    without a profile). A static cohort's members come from its list."""
+    """`SELECT distinct_id, properties, has_profile` of the members of one cohort (properties ''
+    for a member without a profile). A static cohort's members come from its list."""
     definition = cohorts.get(cohort_id)
     if definition is None:
         raise CohortNotFoundError(cohort_id)
@@ -334,11 +366,11 @@ def members_sql(
             PROFILES, Scope(project_id), binds, final=True, keys=sql("group_key = ''"), where=sql("deleted = 0")
         )
         return sql(
-            "SELECT m.distinct_id AS distinct_id, pr.properties AS properties FROM "
+            "SELECT m.distinct_id AS distinct_id, pr.properties AS properties, pr.profile_id != '' AS has_profile FROM "
             "(SELECT arrayJoin({}) AS distinct_id) AS m LEFT JOIN (SELECT profile_id, properties FROM {}) AS pr "
             "ON pr.profile_id = m.distinct_id",
             binds.add(list(definition.get("distinct_ids") or []), "Array(String)"),
             profiles,
         )
     table = cohort_columns([cohort_id], cohorts, project_id, tz, now, binds)
-    return sql("SELECT distinct_id, properties FROM ({}) WHERE {}", table, _column(cohort_id))
+    return sql("SELECT distinct_id, properties, has_profile FROM ({}) WHERE {}", table, _column(cohort_id))

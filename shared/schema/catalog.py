@@ -20,9 +20,11 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 __all__ = [
+    "COHORTS",
     "ENGAGE_SESSIONS",
     "EVENTS",
     "EVENT_COUNTS_15M",
+    "ID_COUNTERS",
     "KNOWN_IDS",
     "PROFILES",
     "PROFILE_HEADS",
@@ -321,6 +323,41 @@ ENGAGE_SESSIONS = Table(
     ttl="toDateTime(created_at) + INTERVAL 25 HOUR",
 )
 
+# Cohorts (m0007): one versioned row per change of a cohort, like the saved funnels; a delete is
+# a row with `deleted` = 1. `definition` is the canonical JSON object of
+# `footfall.shared.cohorts.definitions` (name, description, is_visible, is_static and the
+# dynamic or static definition); the other columns repeat what listings need.
+COHORTS = Table(
+    "cohorts",
+    (
+        Column("project_id", "UInt64"),
+        Column("cohort_id", "UInt64"),
+        Column("name", "String"),
+        Column("description", "String"),
+        Column("is_visible", "UInt8"),
+        Column("is_static", "UInt8"),
+        Column("definition", "String", codec="ZSTD(1)"),
+        Column("created_at", _UTC_US),
+        Column("updated_at", _UTC_US),
+        Column("deleted", "UInt8", default="0"),
+    ),
+    engine="ReplacingMergeTree(updated_at)",
+    order_by="(project_id, cohort_id)",
+)
+
+# Deployment-wide id counters (m0007): the highest id handed out per name (`cohort`), so that ids
+# unique across projects are allocated without reading any project's rows. Not a tenant table.
+ID_COUNTERS = Table(
+    "id_counters",
+    (
+        Column("name", "String"),
+        Column("value", "UInt64"),
+    ),
+    engine="ReplacingMergeTree(value)",
+    order_by="name",
+    tenant=False,
+)
+
 TABLES = MappingProxyType(
     {
         t.name: t
@@ -338,6 +375,8 @@ TABLES = MappingProxyType(
             PROFILES,
             KNOWN_IDS,
             ENGAGE_SESSIONS,
+            COHORTS,
+            ID_COUNTERS,
         )
     }
 )

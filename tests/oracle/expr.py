@@ -455,7 +455,10 @@ def _eq(a: object, b: object) -> bool:
     return a is b if ta == "undefined" else a == b
 
 
-_ISO = re.compile(r"(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d+))?)?)?(Z|[+-]\d{2}:?\d{2})?")
+# ASCII digits only (`\d` would take other scripts' digits, which number()/datetime() refuse).
+_ISO = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d+))?)?)?(Z|[+-]\d{2}:?\d{2})?", re.ASCII
+)
 
 
 def _in_range(epoch: float) -> DateTime | None:
@@ -495,7 +498,7 @@ def _ordered(a: object, b: object) -> tuple[object, object] | None:
     return None
 
 
-_NUMBER_TEXT = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
+_NUMBER_TEXT = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?", re.ASCII)
 
 
 def to_number(v: object) -> object:

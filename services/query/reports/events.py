@@ -52,8 +52,8 @@ from footfall.services.query.reports._common import (
     series_response,
     series_values,
 )
-from footfall.shared.timerange import local_midnight_utc
 from footfall.shared.errors import ParamError
+from footfall.shared.timerange import local_midnight_utc
 
 __all__ = [
     "EventsRequest",

@@ -17,8 +17,8 @@ from starlette.responses import StreamingResponse
 from footfall.services.query.endpoints import QueryContext
 from footfall.services.query.params import check_range
 from footfall.services.query.reports._common import Binds, Query, final_events, read_dates
-from footfall.shared.timerange import day_range_utc
 from footfall.shared.sql import Scope, sql
+from footfall.shared.timerange import day_range_utc
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 PAGE = 20_000

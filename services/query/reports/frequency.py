@@ -44,10 +44,10 @@ from footfall.services.query.reports._common.scan import (
     where_condition,
 )
 from footfall.services.query.reports._common.segments import on_keys, ranked_cells, segment_weight, top_segments
-from footfall.shared.timerange import local_midnight_utc
 from footfall.shared.expr import compile_on
 from footfall.shared.expr.typed import TNode
 from footfall.shared.sql import sql
+from footfall.shared.timerange import local_midnight_utc
 
 __all__ = ["FrequencyRequest", "build", "frequency", "parse_request", "shape"]
 

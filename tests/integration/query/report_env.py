@@ -24,6 +24,7 @@ import httpx
 import orjson
 import pytest
 
+from footfall.services.app.cohorts import cohort_routes
 from footfall.services.app.data_groups import data_group_routes
 from footfall.services.app.saved import MANAGEMENT, saved_routes
 from footfall.services.gateway.app import INGESTION, ingestion_routes
@@ -97,8 +98,10 @@ def build_env(
     authenticator = Authenticator(repo.load_directory())
     settings = settings or QuerySettings(rate_per_hour=0, concurrency=0)
     routes = ingestion_routes(authenticator, EmbeddedSink(warehouse, Enricher(None)), ImportLimits())
-    routes += query_app.query_routes(authenticator, warehouse, settings)
+    counter = query_app.cohort_counter(warehouse, settings)
+    routes += query_app.query_routes(authenticator, warehouse, settings, counter)
     routes += saved_routes(authenticator, WarehouseSavedStore(warehouse)) + data_group_routes(authenticator, warehouse)
+    routes += cohort_routes(authenticator, counter.store, counter.count_of)
     app = build_starlette("report-test", routes, interfaces=[INGESTION, QUERY, MANAGEMENT])
     return ReportEnv(warehouse, app, dict(zones))
 

@@ -20,8 +20,9 @@ analysis never saw). So the guard is checked on what the engine actually prunes 
 on the text we generate.
 
 The data puts rows of both projects in every tenant table the query service reads
-(events, the materialised `event_counts_15m`, saved funnels and saved reports, profiles
-and the /engage paging snapshots in `engage_sessions`), so index analysis runs on each.
+(events, the materialised `event_counts_15m`, saved funnels and saved reports, profiles,
+the /engage paging snapshots in `engage_sessions`, cohorts and the ids with events in
+`known_ids` that cohort membership reads), so index analysis runs on each.
 An `INSERT … SELECT` (the /engage snapshot) is explained through its `SELECT`, which is
 what reads. `profile_updates` (the profile update log) and `profile_heads` are written and
 read only by the profile store of the ingestion path, never by a query endpoint, so no
@@ -41,7 +42,8 @@ from typing import Any
 
 import pytest
 
-from footfall.services.query.app import REPORTS
+from footfall.services.query.app import REPORT_NAMES
+from footfall.shared.cohorts import WarehouseCohortStore, parse_cohort
 from footfall.shared.saved import WarehouseSavedStore, parse_bookmark, parse_funnel
 from footfall.shared.schema.catalog import EVENTS, SAVED_REPORTS, TABLES, Table
 from footfall.shared.sql import Params, Scope, render, source, sql
@@ -60,7 +62,7 @@ TENANT: dict[str, Table] = {name: t for name, t in TABLES.items() if t.tenant}
 NOT_QUERIED = {"profile_updates", "profile_heads"}
 QUERIED: dict[str, Table] = {name: t for name, t in TENANT.items() if name not in NOT_QUERIED}
 EXPORT = "export"
-ENDPOINTS = (*REPORTS, EXPORT)
+ENDPOINTS = (*REPORT_NAMES, EXPORT)
 
 
 # -- recording ------------------------------------------------------------------------------------
@@ -418,6 +420,7 @@ class Loaded:
     funnels: dict[int, dict[int, int]] = field(default_factory=dict)  # project -> funnel key -> funnel_id
     bookmarks: dict[int, dict[str, int]] = field(default_factory=dict)  # project -> case -> bookmark_id
     sessions: dict[int, str] = field(default_factory=dict)  # project -> an /engage paging session
+    cohorts: dict[int, dict[str, int]] = field(default_factory=dict)  # project -> name -> cohort id
 
 
 GROUP_KEY = "company"
@@ -440,6 +443,45 @@ def _profiles(warehouse: ClickHouseWarehouse, dataset: Dataset) -> None:
     warehouse.insert("profiles", columns, rows)
 
 
+def _cohorts(warehouse: ClickHouseWarehouse, pid: int) -> dict[str, int]:
+    """A static cohort, a dynamic one with behaviours, a profile leaf and a reference to it,
+    and one that references the dynamic one negated."""
+    store = WarehouseCohortStore(warehouse)
+    made: dict[str, int] = {}
+    bodies: dict[str, dict[str, Any]] = {
+        "static": {"name": "static", "distinct_ids": ["u0001", "u0002", "nobody"]},
+        "buyers": {
+            "name": "buyers",
+            "behaviors": {
+                "buys": {
+                    "count": {"event_selector": {"event": "Purchase", "selector": WHERE}, "type": "days"},
+                    "window": {"unit": "month", "value": 2},
+                },
+                "opens": {
+                    "count": {"event_selector": {"event": "App Open", "selector": None}},
+                    "from_date": "2024-01-01",
+                    "to_date": "2030-12-31",
+                },
+            },
+            "selector": {
+                "operator": "or",
+                "children": [
+                    {"property": "behaviors", "value": "buys", "operator": ">=", "operand": 1},
+                    {"property": "behaviors", "value": "opens", "operator": ">", "operand": 2},
+                    {"property": "user", "value": "plan", "operator": "==", "operand": "pro", "type": "string"},
+                ],
+            },
+        },
+        "others": {"name": "others", "selector": {"property": "cohort", "value": 0, "operator": "not in"}},
+    }
+    for name, body in bodies.items():
+        if name == "others":
+            body["selector"]["value"] = made["buyers"]
+        existing = {c.id: c.definition for c in store.list(pid)}
+        made[name] = store.create(pid, parse_cohort(body, existing=existing)).id
+    return made
+
+
 @pytest.fixture(scope="module")
 def loaded(warehouse: ClickHouseWarehouse) -> Iterator[Loaded]:
     dataset = make_dataset(SEED, n_events=250, zones=ZONES)
@@ -460,6 +502,8 @@ def loaded(warehouse: ClickHouseWarehouse) -> Iterator[Loaded]:
                 name, bookmark = parse_bookmark({"name": case, "params": body})
                 state.bookmarks[pid][case] = store.create_bookmark(pid, name, bookmark).bookmark_id
         _profiles(warehouse, dataset)
+        for pid in dataset.projects:
+            state.cohorts[pid] = _cohorts(warehouse, pid)
         for pid in dataset.projects:  # a multi-page /engage answer: a snapshot in engage_sessions
             r = env.query(pid, "/engage", ENGAGE_PAGED)
             assert r.status_code == 200 and r.json()["total"] > 3, r.text[:300]
@@ -640,6 +684,11 @@ def _engage(state: Loaded, pid: int) -> Iterator[Request]:
     yield "engage", {"data_group_id": str(group), "where": 'properties["n"] > 0'}
     yield "engage", {"behaviors": purchases, "where": 'behaviors["buys"] > 0 or behaviors["opens"] >= 2'}
     yield "engage", {"behaviors": purchases, "where": 'behaviors["opens"] >= 0', "page_size": "2"}
+    cohorts = state.cohorts[pid]
+    yield "engage", {"filter_by_cohort": json.dumps({"id": cohorts["others"]}), "where": WHERE, "page_size": "2"}
+    yield "engage", {"filter_by_cohort": str(cohorts["static"]), "include_all_users": "false"}
+    raw = {"selector": {"property": "cohort", "value": cohorts["buyers"], "operator": "in"}, "behaviors": {}}
+    yield "engage", {"filter_by_cohort": json.dumps({"raw_cohort": raw}), "distinct_ids": '["u0001", "u0003"]'}
 
 
 def requests_for(state: Loaded, pid: int) -> Iterator[Request]:
@@ -653,6 +702,7 @@ def requests_for(state: Loaded, pid: int) -> Iterator[Request]:
         yield "insights", {"bookmark_id": str(bookmark_id)}
     yield from _export(spec)
     yield from _engage(state, pid)
+    yield "cohorts/list", {}
 
 
 def _send(env: ReportEnv, pid: int, endpoint: str, params: dict[str, str]) -> Any:
@@ -730,6 +780,11 @@ def test_every_tenant_read_is_guarded_by_the_requesting_project(loaded: Loaded) 
         ("insights", "event_counts_15m"),
         ("engage", "profiles"),
         ("engage", "engage_sessions"),
+        ("engage", "cohorts"),
+        ("engage", "known_ids"),
+        ("cohorts/list", "cohorts"),
+        ("cohorts/list", "known_ids"),
+        ("cohorts/list", "profiles"),
         *((endpoint, "events") for endpoint in ENDPOINTS if endpoint != "funnels/list"),
     }
     assert expected <= covered, f"(endpoint, table) pairs never checked: {sorted(expected - covered)}"

@@ -15,8 +15,8 @@ from zoneinfo import ZoneInfo
 
 from footfall.services.query.params import Params, check_range
 from footfall.services.query.reports._common.parameters import read_dates
-from footfall.shared.timerange import local_midnight_utc
 from footfall.shared.errors import ParamError
+from footfall.shared.timerange import local_midnight_utc
 
 __all__ = ["MAX_BUCKETS", "QUARTER", "Timeline", "read_timeline", "timeline_back_from_now", "timeline_for_dates"]
 

@@ -22,8 +22,14 @@ Members (every one optional; an empty value counts as absent):
   including today; events after now never count). `now` is `as_of_timestamp` (epoch
   seconds, or milliseconds from 1e10 on) or the request time. Behaviours that `where`
   does not read filter nothing (and are not computed). Only profiles are returned.
-* `filter_by_cohort` (`{"id": n}` or `n`) and `include_all_users`: cohorts do not exist
-  yet, so any cohort id is a 400 "cohort <id> does not exist" (`raw_cohort` is a 400 too).
+* `filter_by_cohort`: `{"id": n}` or `n`, a saved cohort of the project (another project's,
+  or a deleted one, is a 400 "unknown cohort n"), or `{"raw_cohort": definition}`, an unsaved
+  definition (`footfall.shared.cohorts.definitions`, references to saved cohorts allowed; an
+  invalid one is a 400 naming the member at fault). The candidates are the cohort's members
+  at the request time (`footfall.shared.cohorts.membership`), intersected with
+  `distinct_id(s)`; `where` applies to them. `include_all_users` (true/false/1/0, any case;
+  default true): members without a user profile are returned with `$properties` `{}` (and
+  `where` reads `{}` for them); false drops them.
 * Paging: `page` (0-based, default 0), `page_size` (default 1000; a larger value is capped
   at 1000 and the answer echoes the effective size; 0, negatives and non-integers are a
   400), `session_id` (required when `page` > 0).
@@ -55,30 +61,35 @@ included, is read from it. Decisions where the interface is silent:
 * Later pages take membership and collection from the session; their other members are
   checked as on page 0 but select nothing new (`output_properties` applies per page).
 * Sessions last 24 hours; an unknown, malformed or expired `session_id` on a later page is
-  a 400 that says so. A single-page result stores nothing: its id carries its total, and
+  a 400 that says so. A single-page result found by the probe stores nothing: its id carries its total, and
   its later pages are empty (a later page that a smaller `page_size` would fill is a 400
   asking for page 0 again).
 * With `behaviors`, no `as_of_timestamp`, `page` > 0 and `total` > 1000: the documented
   400 "request for page in uncached query for params".
 
-Cost: page 0 first probes for one page plus one member, reading `profiles` in its key
-order and stopping there, so a large result costs little here and a small one is answered
-by this one scan (nothing stored); only a result of more than one page is then ranked into
-the snapshot (one more scan). With behaviour counts in `where` the probe cannot stop early
-(every user's events are counted first), so the snapshot statement runs first and the
-probe only when it wrote nothing. If profiles change so that the probe and the snapshot
-disagree, page 0 tries again; after three tries it is a 503 to retry.
+Cost: without behaviour counts or a cohort, page 0 first probes for one page plus one
+member, reading `profiles` in its key order and stopping there, so a large result costs
+little here and a small one is answered by this one scan (nothing stored); only a result of
+more than one page is then ranked into the snapshot (one more scan). If profiles change so
+that the probe and the snapshot disagree, page 0 tries again; after three tries it is a 503
+to retry. With behaviour counts in `where`, or a cohort, every member has to be computed
+anyway: page 0 ranks them into a snapshot in one statement whatever their number and reads
+its page from it like a later page (so even a one-page result gets a snapshot session). A
+cohort member without a profile stays in its session and shows `{}` on the later pages that
+keep such members (`include_all_users` as the later page's request says).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from footfall.services.query.endpoints import QueryContext
 from footfall.services.query.params import Params
 from footfall.services.query.reports import _common
 from footfall.services.query.reports.engage import query
-from footfall.services.query.reports.engage.request import EngageRequest, parse_request
+from footfall.services.query.reports.engage.request import EngageRequest, Membership, include_all_users, parse_request
 from footfall.services.query.reports.engage.session import (
     Session,
     parse_session,
@@ -88,6 +99,7 @@ from footfall.services.query.reports.engage.session import (
     unknown,
 )
 from footfall.services.query.reports.engage.shape import answer, result
+from footfall.shared.cohorts import CohortDefinitionError, WarehouseCohortStore, parse_raw_definition
 from footfall.shared.errors import ParamError, UnavailableError
 from footfall.shared.profiles.groups import data_group_id
 
@@ -96,6 +108,7 @@ __all__ = ["UNCACHED_LIMIT", "UNCACHED_PAGE_ERROR", "EngageRequest", "continues_
 UNCACHED_LIMIT = 1000
 UNCACHED_PAGE_ERROR = "request for page in uncached query for params"
 _ATTEMPTS = 3  # page 0 retries when profiles change between its probe and its snapshot
+RAW_COHORT = 0  # the id a `raw_cohort` definition goes by (saved cohorts' ids start at 1)
 
 
 async def _collection(ctx: QueryContext, req: EngageRequest) -> str:
@@ -127,8 +140,34 @@ async def _session_page(
         props = probed
     else:
         props = dict(await query.current(ctx.project_id, group_key, members).run(ctx)) if members else {}
-    results = [result(pid, props[pid], req.output_properties) for pid in members if pid in props]
+    if req.cohort is not None and include_all_users(req.cohort.include_all_users):
+        # Cohort members need no profile: one without (or with one deleted since) has `{}`.
+        results = [result(pid, props.get(pid, "{}"), req.output_properties) for pid in members]
+    else:
+        results = [result(pid, props[pid], req.output_properties) for pid in members if pid in props]
     return answer(req, session_id, total, results)
+
+
+async def _membership(ctx: QueryContext, req: EngageRequest) -> Membership | None:
+    """`filter_by_cohort` resolved against the project's cohorts: an unknown cohort, or an
+    invalid raw definition, is a 400; then `include_all_users` is read."""
+    if req.cohort is None:
+        return None
+    listed = await ctx.warehouse.run(WarehouseCohortStore(ctx.warehouse).list, ctx.project_id)
+    saved = {c.id: c.definition for c in listed}
+    definitions: dict[int, Mapping[str, Any]] = {cid: d.canonical() for cid, d in saved.items()}
+    if req.cohort.cohort_id is None:
+        try:
+            raw = parse_raw_definition(req.cohort.raw, existing=saved)
+        except CohortDefinitionError as exc:
+            raise ParamError(f"Error in filter_by_cohort: {exc.message}") from None
+        definitions[RAW_COHORT] = raw.canonical()
+        cohort_id = RAW_COHORT
+    elif req.cohort.cohort_id in definitions:
+        cohort_id = req.cohort.cohort_id
+    else:
+        raise ParamError(f"Error in filter_by_cohort: unknown cohort {req.cohort.cohort_id}")
+    return Membership(cohort_id, definitions, include_all_users(req.cohort.include_all_users))
 
 
 async def _page_zero(ctx: QueryContext, req: EngageRequest) -> dict[str, Any]:
@@ -136,25 +175,30 @@ async def _page_zero(ctx: QueryContext, req: EngageRequest) -> dict[str, Any]:
     group_key = await _collection(ctx, req)
     if req.distinct_ids == ():
         return answer(req, single_page_session(session_clock(), 0).session_id, 0, [])
+    membership = await _membership(ctx, req)
+    req = replace(req, membership=membership)
     args = (req, ctx.project_id, group_key, now, ctx.timezone)
-    for _ in range(_ATTEMPTS):
-        # Without behaviour counts the probe is an ordered read that stops early, so it
-        # goes first; with them it would count every user's events, so the snapshot goes
-        # first and the probe only runs when the snapshot statement wrote nothing.
-        probed: dict[str, str] | None = None
-        if not req.counted:
-            rows = await query.probe(*args).run(ctx)
-            if len(rows) <= req.page_size:
-                return _single_page(req, rows)
-            probed = {str(pid): str(props) for pid, props in rows[: req.page_size]}
+    if req.counted or membership is not None:
+        # Every member has to be computed anyway (behaviour counts, cohort membership): one
+        # statement ranks them into a snapshot, and page 0 is read from it like any page.
         session = snapshot_session(session_clock())
-        await query.snapshot(*args, session.session_id, session.created).run(ctx)
+        await query.snapshot(*args, session.session_id, session.created, more_than=0).run(ctx)
         ((size, _),) = await query.session_size(ctx.project_id, session.session_id).run(ctx)
-        if size:
-            return await _session_page(ctx, req, session.session_id, group_key, int(size), probed)
+        if not size:
+            return answer(req, single_page_session(session_clock(), 0).session_id, 0, [])
+        return await _session_page(ctx, req, session.session_id, group_key, int(size))
+    for _ in range(_ATTEMPTS):
+        # The probe is an ordered read that stops early: a result that fits on a page is
+        # answered by it; a larger one is then ranked into a snapshot.
         rows = await query.probe(*args).run(ctx)
         if len(rows) <= req.page_size:
             return _single_page(req, rows)
+        probed = {str(pid): str(props) for pid, props in rows[: req.page_size]}
+        session = snapshot_session(session_clock())
+        await query.snapshot(*args, session.session_id, session.created, more_than=req.page_size).run(ctx)
+        ((size, _),) = await query.session_size(ctx.project_id, session.session_id).run(ctx)
+        if size:
+            return await _session_page(ctx, req, session.session_id, group_key, int(size), probed)
         # The probe and the snapshot statement disagree: profiles were written in between.
     raise UnavailableError("the profiles changed while the query ran; retry")
 

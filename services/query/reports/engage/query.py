@@ -4,13 +4,14 @@
   `(profile_id, properties)` rows: `profiles FINAL` (the newest version; deleted ones
   dropped after the merge) with the key conditions (group key, listed ids) in PREWHERE,
   and `where` compiled in the profile context. With behaviours that `where` reads, the
-  per-user counts (`behavior_counts`) are joined from one grouped scan of `events FINAL`
-  over the widest window (exact under unmerged duplicates: the newest copy is counted
-  once, and a selector sees that copy's properties).
+  per-user counts are joined from the cohort behaviour evaluator
+  (`footfall.shared.cohorts.membership.behaviour_counts_sql`: one grouped scan of
+  `events FINAL` over the widest window, exact under unmerged duplicates). With a cohort,
+  the members come from `membership.members_sql`.
 * `probe`: the first page of members and one more (an ordered read that stops early):
   whether the result fits on one page, and if so the whole answer.
 * `snapshot`: one `INSERT … SELECT` of the members' ranks into `engage_sessions`, which
-  writes nothing when the result fits on one page.
+  writes nothing unless there are more than `more_than` members.
 * `session_size`, `session_page`, `current`: a snapshot's size, one page of its members,
   and their current properties (two statements, so that every read shows in a plan: an
   `IN (subquery)` set is built outside the plan's index analysis).
@@ -20,19 +21,17 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
-from zoneinfo import ZoneInfo
+from datetime import datetime
 
-from footfall.services.query.reports._common import HAS_USER, Binds, Query, final_events
-from footfall.services.query.reports.engage.request import Behavior, EngageRequest, EventSelector
-from footfall.shared.timerange import local_midnight_utc
+from footfall.services.query.reports._common import Binds, Query
+from footfall.services.query.reports.engage.request import EngageRequest
+from footfall.shared.cohorts.membership import behaviour_counts_sql, members_sql
 from footfall.shared.expr import compile_where
 from footfall.shared.schema.catalog import ENGAGE_SESSIONS, PROFILES
 from footfall.shared.sql import Scope, Sql, join, number, source, sql
 from footfall.shared.sql.ident import insert_into
 
 __all__ = [
-    "EARLIEST",
     "current",
     "group_keys",
     "members",
@@ -40,12 +39,9 @@ __all__ = [
     "session_page",
     "session_size",
     "snapshot",
-    "window_start",
 ]
 
 _UTC_MS = "DateTime64(3, 'UTC')"
-EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)  # no event is older: a window never starts before it
-_FIRST_DAY = EARLIEST.date() + timedelta(days=1)
 _SNAPSHOT_COLUMNS = ("project_id", "session_id", "group_key", "position", "profile_id", "created_at")
 # Statements that evaluate `where` evaluate every branch of the compiled expression
 # (`short_circuit_function_evaluation = 'disable'`): no component of a compiled value can
@@ -63,13 +59,6 @@ _PARALLEL = sql(
 )
 
 
-def window_start(days: int, now: datetime, tz: str) -> datetime:
-    """Local midnight of (today - days + 1) in the project's zone: the last `days` calendar
-    days up to `now`, today included (semantics-2 §13.4)."""
-    first = now.astimezone(ZoneInfo(tz)).date() - timedelta(days=days - 1)
-    return EARLIEST if first < _FIRST_DAY else max(EARLIEST, local_midnight_utc(first, tz))
-
-
 def _profiles(project_id: int, group_key: str, ids: Sql | None, where: Sql | None, binds: Binds) -> Sql:
     """`profiles FINAL` of one collection: key conditions before the merge, the rest after it."""
     keys = sql("group_key = {}", binds.add(group_key, "String"))
@@ -83,40 +72,34 @@ def _listed(ids: Sequence[str] | None, binds: Binds) -> Sql | None:
     return None if ids is None else binds.add(list(ids), "Array(String)")
 
 
-def _matches(selectors: Sequence[EventSelector], binds: Binds) -> Sql:
-    """An event matches a behaviour when it matches any of its selectors (counted once)."""
-    parts = []
-    for s in selectors:
-        event = sql("event = {}", binds.add(s.event, "String"))
-        parts.append(event if s.selector is None else sql("({} AND {})", event, compile_where(s.selector, binds)))
-    return sql("({})", join(" OR ", parts))
-
-
-def _behavior_counts(
-    counted: Sequence[Behavior], ids: Sequence[str] | None, project_id: int, now: datetime, tz: str, binds: Binds
-) -> Sql:
-    """Per user (non-empty distinct_id) with events in the widest window: `behavior_counts`,
-    the count of each behaviour in `counted` order. Events after `now` never count."""
-    starts = [window_start(b.days, now, tz) for b in counted]
-    scope = Scope(project_id, min(starts), now + timedelta(milliseconds=1))
-    names = sorted({s.event for b in counted for s in b.selectors})
-    keys = HAS_USER
-    if ids is not None:
-        keys = sql("{} AND distinct_id IN {}", HAS_USER, binds.add(list(ids), "Array(String)"))
-    columns = [
-        sql("countIf(time >= {} AND {})", binds.add(start, _UTC_MS), _matches(b.selectors, binds))
-        for b, start in zip(counted, starts, strict=True)
-    ]
+def _cohort_members(req: EngageRequest, project_id: int, now: datetime, tz: str, binds: Binds) -> Sql:
+    """The members of the request's cohort that it selects: with `include_all_users` members
+    without a profile too (their properties `{}`, which `where` reads like any profile's)."""
+    membership = req.membership
+    if membership is None:
+        raise AssertionError("invariant: a resolved cohort")
+    conditions = [] if membership.keep_all else [sql("has_profile")]
+    if req.distinct_ids is not None:
+        conditions.append(sql("profile_id IN {}", binds.add(list(req.distinct_ids), "Array(String)")))
+    if req.where is not None:
+        conditions.append(compile_where(req.where, binds, properties_of=PROFILES))
+    cohort = members_sql(membership.cohort_id, membership.definitions, project_id, tz, now, binds)
     return sql(
-        "SELECT distinct_id, [{}] AS behavior_counts FROM {} GROUP BY distinct_id",
-        join(", ", columns),
-        final_events(scope, names, None, binds, keys=keys),
+        "SELECT {} AS project_id, '' AS group_key, profile_id, properties FROM ("
+        "SELECT distinct_id AS profile_id, if(has_profile, properties, {}) AS properties, has_profile FROM ({})) "
+        "WHERE {}",
+        binds.add(project_id, "UInt64"),
+        binds.add("{}", "String"),
+        cohort,
+        join(" AND ", conditions) if conditions else sql("1"),
     )
 
 
 def members(req: EngageRequest, project_id: int, group_key: str, now: datetime, tz: str, binds: Binds) -> Sql:
     """`SELECT project_id, group_key, profile_id, properties` of every profile the request
     selects (the key columns too, so that an ordered read can follow the table's order)."""
+    if req.membership is not None:
+        return _cohort_members(req, project_id, now, tz, binds)
     ids = _listed(req.distinct_ids, binds)
     counted = req.counted
     if not counted:
@@ -127,23 +110,31 @@ def members(req: EngageRequest, project_id: int, group_key: str, now: datetime, 
         )
     if req.where is None:
         raise AssertionError("invariant: counted behaviours come from a where")
-    counts = {b.name: sql("arrayElement(behavior_counts, {})", number(i + 1)) for i, b in enumerate(counted)}
+    counts = {b.name: sql("arrayElement(behaviour_counts, {})", number(i + 1)) for i, b in enumerate(counted)}
     where = compile_where(req.where, binds, properties_of=PROFILES, counts=counts)
     return sql(
         "SELECT pr.project_id AS project_id, pr.group_key AS group_key, pr.profile_id AS profile_id, "
         "pr.properties AS properties FROM (SELECT project_id, group_key, profile_id, properties FROM {}) AS pr "
-        "LEFT JOIN ({}) AS bh ON pr.profile_id = bh.distinct_id WHERE {}",
+        "LEFT JOIN ({}) AS bh ON pr.profile_id = bh.counted_id WHERE {}",
         _profiles(project_id, group_key, ids, None, binds),
-        _behavior_counts(counted, req.distinct_ids, project_id, now, tz, binds),
+        behaviour_counts_sql([b.entry() for b in counted], project_id, tz, now, binds, req.distinct_ids),
         where,
     )
 
 
 def snapshot(
-    req: EngageRequest, project_id: int, group_key: str, now: datetime, tz: str, session_id: str, created: datetime
+    req: EngageRequest,
+    project_id: int,
+    group_key: str,
+    now: datetime,
+    tz: str,
+    session_id: str,
+    created: datetime,
+    *,
+    more_than: int,
 ) -> Query:
-    """Rank the members by profile id into `engage_sessions`, only when there are more than a
-    page of them (one statement: the count and the ranks come from the same scan)."""
+    """Rank the members by profile id into `engage_sessions`, only when there are more than
+    `more_than` of them (one statement: the count and the ranks come from the same scan)."""
     b = Binds()
     text = sql(
         "{} SELECT {}, {}, {}, toUInt32(position), profile_id, {} FROM ("
@@ -155,7 +146,7 @@ def snapshot(
         b.add(group_key, "String"),
         b.add(created, _UTC_MS),
         members(req, project_id, group_key, now, tz, b),
-        b.add(req.page_size, "UInt32"),
+        b.add(more_than, "UInt32"),
         _PARALLEL,
     )
     return Query(text, b)

@@ -9,7 +9,7 @@ several faults is refused for the same one: mutually exclusive members, paging, 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -28,8 +28,11 @@ __all__ = [
     "MAX_PAGE_SIZE",
     "MAX_WINDOW_DAYS",
     "Behavior",
+    "CohortFilter",
     "EngageRequest",
     "EventSelector",
+    "Membership",
+    "include_all_users",
     "parse_request",
 ]
 
@@ -57,7 +60,7 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 @dataclass(frozen=True)
 class EventSelector:
     event: str
-    selector: TNode | None  # an event expression (the event context), or None
+    selector: str | None  # an event expression (checked in the event context), or None
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,34 @@ class Behavior:
     name: str
     days: int
     selectors: tuple[EventSelector, ...]
+
+    def entry(self) -> dict[str, Any]:
+        """As a cohort behaviour (`footfall.shared.cohorts`): counted by the same evaluator."""
+        selectors = [{"event": s.event, "selector": s.selector} for s in self.selectors]
+        return {
+            "count": {"event_selectors": selectors, "type": "absolute"},
+            "window": {"unit": "day", "value": self.days},
+        }
+
+
+@dataclass(frozen=True)
+class CohortFilter:
+    """`filter_by_cohort` as sent: a saved cohort's id or a raw definition, not yet resolved."""
+
+    cohort_id: int | None
+    raw: Any  # the `raw_cohort` definition (when cohort_id is None)
+    include_all_users: str | None  # as sent; read by `include_all_users()` once the cohort resolves
+
+
+@dataclass(frozen=True)
+class Membership:
+    """A resolved `filter_by_cohort`: cohort `cohort_id` of `definitions` (the project's cohorts in
+    their canonical form, and a raw definition under id 0) and whether members without a profile
+    are kept."""
+
+    cohort_id: int
+    definitions: Mapping[int, Mapping[str, Any]]
+    keep_all: bool
 
 
 @dataclass(frozen=True)
@@ -80,6 +111,8 @@ class EngageRequest:
     output_properties: tuple[str, ...] | None
     behaviors: tuple[Behavior, ...] | None
     as_of: datetime | None  # as_of_timestamp (read only with behaviors)
+    cohort: CohortFilter | None = None
+    membership: Membership | None = None  # `cohort` resolved (page 0 only)
 
     @property
     def counted(self) -> tuple[Behavior, ...]:
@@ -187,9 +220,10 @@ def _event_selector(item: Any) -> EventSelector:
     if not text:
         return EventSelector(item["event"], None)
     try:
-        return EventSelector(item["event"], check_expr(parse_expr(text)))
+        check_expr(parse_expr(text))
     except ExprError as exc:
         raise ParamError(f"Error in behaviors: selector of event {item['event'][:80]!r}: {exc.message}") from None
+    return EventSelector(item["event"], text)
 
 
 def _behavior(item: Any) -> Behavior:
@@ -242,20 +276,31 @@ def _where(p: Params, behaviors: tuple[Behavior, ...] | None) -> TNode | None:
         raise ParamError(f"Error in {name}: {exc.message}") from None
 
 
-def _check_cohort(p: Params) -> None:
-    """Cohorts do not exist yet: any well-formed `filter_by_cohort` names a missing cohort."""
+def _cohort(p: Params) -> CohortFilter | None:
+    """`filter_by_cohort`: a saved cohort's id (`{"id": n}` or `n`) or `{"raw_cohort": definition}`.
+    Whether the cohort exists, and the raw definition, are checked against the project's cohorts
+    when the request runs (then `include_all_users`, the oracle's order)."""
     spec = _json(p, "filter_by_cohort")
     if spec is None:
-        return
+        return None
+    flag = p.get("include_all_users")
     if isinstance(spec, dict) and "raw_cohort" in spec:
-        raise ParamError("Error in filter_by_cohort: raw_cohort definitions are not supported")
+        return CohortFilter(None, spec["raw_cohort"], flag)
     cohort_id = spec.get("id") if isinstance(spec, dict) else spec
     if isinstance(cohort_id, bool) or not isinstance(cohort_id, int):
         raise ParamError('Error in filter_by_cohort: must be {"id": <cohort id>} or a cohort id')
-    flag = p.get("include_all_users")
-    if flag is not None and flag.strip().lower() not in ("true", "false", "1", "0"):
+    return CohortFilter(cohort_id, None, flag)
+
+
+def include_all_users(flag: str | None) -> bool:
+    """`include_all_users` (true/false/1/0, any case; default true): whether cohort members
+    without a profile are returned (with empty properties)."""
+    if flag is None:
+        return True
+    lowered = flag.strip().lower()
+    if lowered not in ("true", "false", "1", "0"):
         raise ParamError(f"Error in include_all_users: {flag[:40]!r} is not true or false")
-    raise ParamError(f"Error in filter_by_cohort: cohort {cohort_id} does not exist")
+    return lowered in ("true", "1")
 
 
 def parse_request(p: Params) -> EngageRequest:
@@ -268,5 +313,7 @@ def parse_request(p: Params) -> EngageRequest:
     behaviors = _behaviors(p)
     as_of = _as_of(p) if behaviors is not None else None
     where = _where(p, behaviors)
-    _check_cohort(p)
-    return EngageRequest(page, page_size, session_id, distinct_ids, data_group_id, where, output, behaviors, as_of)
+    cohort = _cohort(p)
+    return EngageRequest(
+        page, page_size, session_id, distinct_ids, data_group_id, where, output, behaviors, as_of, cohort
+    )

@@ -227,15 +227,36 @@ def test_as_of_timestamp_seconds_or_milliseconds_only_with_behaviors() -> None:
 
 # -- cohorts -----------------------------------------------------------------------------------------
 @pytest.mark.parametrize("spec", ['{"id": 5}', "5"], ids=["object", "bare"])
-def test_any_cohort_is_unknown(spec: str) -> None:
-    assert refused(filter_by_cohort=spec) == "Error in filter_by_cohort: cohort 5 does not exist"
-    assert "cohort 5 does not exist" in refused(filter_by_cohort=spec, include_all_users="false")
+def test_a_cohort_id_is_read_as_object_or_bare_integer(spec: str) -> None:
+    cohort = req(filter_by_cohort=spec, include_all_users="FALSE").cohort
+    assert cohort is not None and (cohort.cohort_id, cohort.raw, cohort.include_all_users) == (5, None, "FALSE")
 
 
-def test_cohort_members_are_checked() -> None:
-    assert "raw_cohort" in refused(filter_by_cohort='{"raw_cohort": {"distinct_ids": ["a"]}}')
-    assert "Error in include_all_users" in refused(filter_by_cohort="5", include_all_users="maybe")
-    assert req(include_all_users="maybe").distinct_ids is None  # ignored without filter_by_cohort
+def test_a_raw_cohort_is_kept_for_resolution() -> None:
+    cohort = req(filter_by_cohort='{"raw_cohort": {"distinct_ids": ["a"]}}').cohort
+    assert cohort is not None and (cohort.cohort_id, cohort.raw) == (None, {"distinct_ids": ["a"]})
+
+
+@pytest.mark.parametrize("spec", ['"5"', "true", '{"id": "5"}', '{"id": true}', "[5]", "{}"])
+def test_a_malformed_cohort_filter_is_refused(spec: str) -> None:
+    assert refused(filter_by_cohort=spec) == 'Error in filter_by_cohort: must be {"id": <cohort id>} or a cohort id'
+
+
+def test_include_all_users_flag() -> None:
+    from footfall.services.query.reports.engage.request import include_all_users
+
+    assert [include_all_users(v) for v in (None, "true", " TRUE ", "1", "false", "0", "False")] == [
+        True,
+        True,
+        True,
+        True,
+        False,
+        False,
+        False,
+    ]
+    with pytest.raises(ParamError, match="Error in include_all_users"):
+        include_all_users("maybe")
+    assert req(include_all_users="maybe").cohort is None  # ignored without filter_by_cohort
 
 
 def test_checks_run_in_the_oracles_order() -> None:
@@ -297,13 +318,58 @@ def test_results_keep_stored_order_and_output_properties_order() -> None:
 def _texts(r: EngageRequest) -> list[tuple[str, dict[str, Any]]]:
     queries = [
         query.probe(r, 7, "", NOW, "Asia/Tokyo"),
-        query.snapshot(r, 7, "", NOW, "Asia/Tokyo", "123-Sabc", NOW),
+        query.snapshot(r, 7, "", NOW, "Asia/Tokyo", "123-Sabc", NOW, more_than=1000),
         query.session_size(7, "123-Sabc"),
         query.session_page(7, "123-Sabc", 10, 20),
         query.current(7, "company", [MARKER, "b"]),
         query.group_keys(7),
     ]
     return [(render(q.sql), q.binds.values) for q in queries]
+
+
+def _check_bound_and_guarded(texts: list[tuple[str, dict[str, Any]]]) -> None:
+    for text, values in texts:
+        assert MARKER not in text
+        reads = len(re.findall(r"\b(?:FROM|JOIN)\s+(?:profiles|events|engage_sessions|known_ids)\b", text))
+        guards = len(re.findall(r"project_id = \{p\d+:UInt64\}", text))
+        assert reads == guards, text
+        for placeholder in re.findall(r"\{(p\d+):[^}]+\}", text):
+            assert placeholder in values
+
+
+def test_cohort_builders_bind_every_value_and_guard_every_read() -> None:
+    from dataclasses import replace
+
+    from footfall.services.query.reports.engage.request import Membership
+
+    marker = json.dumps(MARKER)
+    dynamic = {
+        "name": MARKER,
+        "is_static": False,
+        "selector": {
+            "operator": "and",
+            "children": [
+                {"property": "behaviors", "value": "b", "operator": ">", "operand": 1},
+                {"property": "user", "value": MARKER, "operator": "==", "operand": MARKER, "type": "string"},
+                {"property": "cohort", "value": 3, "operator": "not in"},
+            ],
+        },
+        "behaviors": {
+            "b": {
+                "count": {"event_selector": {"event": MARKER, "selector": f"properties[{marker}] == {marker}"}},
+                "window": {"unit": "day", "value": 7},
+            }
+        },
+    }
+    static = {"name": "s", "is_static": True, "distinct_ids": [MARKER]}
+    for cohort_id in (2, 3):
+        r = replace(
+            req(where=f"properties[{marker}] == {marker}", distinct_ids=json.dumps([MARKER]), filter_by_cohort="2"),
+            membership=Membership(cohort_id, {2: dynamic, 3: static}, keep_all=cohort_id == 2),
+        )
+        texts = _texts(r)
+        _check_bound_and_guarded(texts)
+        assert "known_ids" in texts[1][0] if cohort_id == 2 else "has_profile" in texts[1][0]
 
 
 def test_builders_bind_every_value_and_guard_every_read() -> None:
@@ -320,23 +386,32 @@ def test_builders_bind_every_value_and_guard_every_read() -> None:
             }
         ),
     )
-    for text, values in _texts(r):
-        assert MARKER not in text
-        reads = len(re.findall(r"\b(?:FROM|JOIN)\s+(?:profiles|events|engage_sessions)\b", text))
-        guards = len(re.findall(r"project_id = \{p\d+:UInt64\}", text))
-        assert reads == guards, text
-        for placeholder in re.findall(r"\{(p\d+):[^}]+\}", text):
-            assert placeholder in values
+    _check_bound_and_guarded(_texts(r))
     first, snap = _texts(r)[:2]
     assert "events FINAL PREWHERE" in first[0] and "profiles FINAL PREWHERE" in first[0]
     assert snap[0].startswith("INSERT INTO engage_sessions (project_id, session_id, group_key, position, profile_id")
 
 
-def test_behaviors_windows_are_local_calendar_days() -> None:
-    # now 2024-03-05T12:00Z: in Tokyo (21:00) today is 03-05; in Los Angeles (04:00) it is 03-05 too
-    assert query.window_start(1, NOW, "Asia/Tokyo") == datetime(2024, 3, 4, 15, tzinfo=UTC)
-    assert query.window_start(2, NOW, "America/Los_Angeles") == datetime(2024, 3, 4, 8, tzinfo=UTC)
-    assert query.window_start(36_500, NOW, "UTC") == query.EARLIEST
+@pytest.mark.parametrize(
+    ("days", "tz", "start"),
+    [
+        # now 2024-03-05T12:00Z: in Tokyo (21:00) today is 03-05; in Los Angeles (04:00) it is 03-05 too
+        (1, "Asia/Tokyo", datetime(2024, 3, 4, 15, tzinfo=UTC)),
+        (2, "America/Los_Angeles", datetime(2024, 3, 4, 8, tzinfo=UTC)),
+        (36_500, "UTC", None),  # reaches before the epoch: no lower bound
+    ],
+)
+def test_behaviors_count_local_calendar_days_with_the_cohort_evaluator(days: int, tz: str, start: Any) -> None:
+    item = {"name": "buys", "window": f"{days}d", "event_selectors": [{"event": "Purchase", "selector": "true"}]}
+    r = req(behaviors=behaviors(item), where='behaviors["buys"] > 0')
+    assert r.counted[0].entry() == {
+        "count": {"event_selectors": [{"event": "Purchase", "selector": "true"}], "type": "absolute"},
+        "window": {"unit": "day", "value": days},
+    }
+    values = query.probe(r, 7, "", NOW, tz).binds.values.values()
+    bounds = {v for v in values if isinstance(v, datetime)}  # the scan's range and the behaviour's
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
+    assert bounds == {start or epoch, NOW + timedelta(milliseconds=1)}
 
 
 def test_unread_behaviors_read_no_events() -> None:
@@ -407,10 +482,15 @@ def test_a_larger_result_is_snapshotted_and_page_0_read_from_the_snapshot() -> N
     assert [r["$distinct_id"] for r in body["results"]] == ["u000", "u001"]  # u005 deleted since
 
 
-def test_behaviour_counts_snapshot_first() -> None:
-    wh = ScriptedWarehouse({INSERT: [[]], SIZE: [[(0, "")]], PROBE: [rows(2)]})
+def test_behaviour_counts_are_ranked_once_and_every_page_read_from_the_snapshot() -> None:
+    ranked = [(0, "u000"), (1, "u001")]
+    wh = ScriptedWarehouse({INSERT: [[]], SIZE: [[(2, "")]], SLICE: [ranked], CURRENT: [rows(2)]})
     body = run_engage(wh, behaviors=behaviors(ONE), where='behaviors["buys"] > 0', page_size="5")
-    assert wh.ran == [INSERT, SIZE, PROBE] and body["total"] == 2
+    assert wh.ran == [INSERT, SIZE, SLICE, CURRENT] and body["total"] == 2  # no probe: one counting scan
+    assert re.fullmatch(r"\d+-S[0-9a-f]{20}", body["session_id"])
+    wh = ScriptedWarehouse({INSERT: [[]], SIZE: [[(0, "")]]})
+    body = run_engage(wh, behaviors=behaviors(ONE), where='behaviors["buys"] > 0', page_size="5")
+    assert wh.ran == [INSERT, SIZE] and body["total"] == 0 and body["results"] == []
 
 
 def test_probe_and_snapshot_disagreeing_retries_then_503() -> None:
