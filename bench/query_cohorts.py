@@ -134,7 +134,7 @@ def cohort_bodies() -> list[dict[str, Any]]:
         }
         leaves: list[dict[str, Any]] = [_at_least(key, 1 + i % 3) for key in behaviors]
         leaves += [
-            _user("country", "in", ["US", "DE", "FR"], "list") if i % 2 else _user("is_trial", "==", False, "boolean"),
+            _user("country", "!=", "US") if i % 2 else _user("is_trial", "==", False, "boolean"),
             _user("score", "<", 50, "number"),
         ][: i % 3]
         bodies.append(

@@ -24,7 +24,8 @@ Unknown members are ignored, and so are the read-only ones a client echoes back 
 
 * Definition: static (`distinct_ids` present and not null) or dynamic (`selector` and/or
   `behaviors` present and not null); both, or neither, is refused. A dynamic cohort needs a
-  `selector`; `behaviors` may be absent, null or {} (a profile-only cohort).
+  `selector`, checked after `behaviors` (which it reads); `behaviors` may be absent, null or {}
+  (a profile-only cohort).
 * Static: `distinct_ids` is an array of strings or integers (not booleans; integers are read as
   their text), each at most 255 characters; empty strings are dropped, duplicates collapse, the
   list is stored sorted by code point. `[]` is a valid (empty) static cohort.
@@ -40,24 +41,25 @@ Unknown members are ignored, and so are the read-only ones a client echoes back 
   dates, from_date <= to_date).
   List form `[{"name", "window": "<N>d", "event_selectors": [{"event", "selector"?}, ..]}]`
   becomes {name: {"count": {"event_selector": .., "type": "absolute"}, "window": {"unit": "day",
-  "value": N}}} (several selectors: `event_selectors`).
-* Selector tree: a node with `children`, or with `operator` "and"/"or", is a combinator
-  (`operator` and/or, `children` a non-empty array). Other nodes are leaves by `property`:
-  "behaviors" (`value` a defined key, `operator` == != > >= < <=, `operand` an integer >= 0, not a
-  boolean); "user" (`value` a non-empty string, `operator` also in, not in, defined, not defined,
-  `type` string|number|boolean|datetime|list, default string; `operand` required unless
+  "value": N}}} (several selectors: `event_selectors`); N is written without leading zeros.
+* Selector tree: a node with a `children` member (even null), or with `operator` "and"/"or", is
+  a combinator (`operator` and/or, `children` a non-empty array). Other nodes are leaves by
+  `property`: "behaviors" (`value` a defined key, `operator` == != > >= < <=, `operand` an integer
+  >= 0, not a boolean); "user" (`value` a non-empty string, `operator` also in, not in, defined,
+  not defined, `type` string|number|boolean|datetime|list, default string; `operand` required unless
   defined/not defined, where it is dropped; it must suit the type: number -> a finite JSON number
   or a string number() accepts, datetime -> a string or number datetime() accepts (in [1900, 2300)),
   boolean -> a JSON boolean, string/list -> any JSON value; stored as given); "cohort" (`value` an
-  integer naming a cohort in `existing`, not the cohort itself; `operator` in / not in). Anything
-  else is an unknown node kind.
+  integer, `operator` in / not in, then the reference resolved: `value` names a cohort in
+  `existing`, not the cohort itself). Anything else is an unknown node kind.
 * Selector string: a PROFILE expression (`user["x"]`, `properties["x"]`, `behaviors["k"]` with k
   defined); "" is refused. Kept verbatim.
 * Limits: 50 behaviours; 200 selector nodes per cohort, counting every node (combinators and
   leaves) of the selector tree and of every behaviour's event-selector tree as sent (string
-  selectors count 0; they have the expression language's own limits); reference depth (edges of
-  the longest reference chain starting at a cohort) at most 10, for the saved cohort and for every
-  cohort that reaches it.
+  selectors count 0; they have the expression language's own limits), each tree counted when it
+  is reached, before its nodes are checked, and the tree that goes over the limit refused;
+  reference depth (edges of the longest reference chain starting at a cohort) at most 10, for the
+  saved cohort and for every cohort that reaches it.
 
 Canonical (stored and returned) form, `CohortDefinition.canonical()`; parse_cohort(canonical)
 gives it back:
@@ -80,19 +82,22 @@ ignored. `name`/`description`/`is_visible`/`data_group_id` replace. `distinct_id
 list (a dynamic cohort becomes static). `selector`/`behaviors` each replace their part (a static
 cohort becomes dynamic, with `behaviors` = the patch's or {}); both kinds at once are refused. Then
 `add_distinct_ids` are added and `remove_distinct_ids` removed (an id in both ends up absent;
-removing a non-member is a no-op); each is validated like `distinct_ids`, and either is refused on
-a cohort that is not static after the patch. The result is validated as a whole, with the
-cohort's own id, so cycles through it are caught.
+removing a non-member is a no-op); either is refused on a cohort that is not static after the
+patch, then validated like `distinct_ids`. Each of these edits is checked as it applies, in this
+order; then the result is validated as a whole (from `name` on), with the cohort's own id, so
+cycles through it are caught.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
-from collections.abc import Collection, Iterable, Mapping
+import reprlib
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Any, TypeGuard
+from typing import Any, NoReturn
 
 from footfall.shared.errors import ParamError
 from footfall.shared.expr import ExprError, check_expr, parse_expr
@@ -135,12 +140,6 @@ TYPES = ("string", "number", "boolean", "datetime", "list")
 UNITS = ("day", "week", "month")
 COUNT_TYPES = ("absolute", "days")
 READ_ONLY = ("id", "project_id", "created", "count", "is_static")
-
-_KEY = re.compile(r"[A-Za-z0-9_]{1,64}", re.ASCII)
-_LIST_WINDOW = re.compile(r"([1-9][0-9]*)d", re.ASCII)
-_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", re.ASCII)
-# number("…"): the expression language's rule (no whitespace, hex, inf or other scripts' digits).
-_NUMBER_TEXT = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?", re.ASCII)
 
 
 class CohortDefinitionError(ParamError):
@@ -252,512 +251,598 @@ class CohortDefinition:
         return frozenset(out)
 
 
-# ------------------------------------------------------------------------------------------ checks
-def _shown(value: object) -> str:
-    """A value as an error message quotes it (bounded)."""
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+# ---------------------------------------------------------------------------- members and their paths
+# Every JSON object of a definition is described by a tuple of `_Member`s that `_read` takes in
+# order: the order of a tuple is the order of the checks, and `_read` gives each check the path of
+# the member it reads, so that a refusal names it.
 
 
-def _int(value: object) -> TypeGuard[int]:
-    return isinstance(value, int) and not isinstance(value, bool)
+@dataclass
+class _Scope:
+    """One validation in progress: what a selector may name (the project's cohorts, the cohort's
+    own id, its behaviour keys once read) and how many selector nodes the cohort may still have."""
+
+    cohorts: Mapping[int, CohortDefinition]
+    own_id: int | None = None
+    behaviors: frozenset[str] = frozenset()
+    nodes_left: int = MAX_NODES
 
 
-def _number_operand(value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise ValueError("a number leaf needs a number operand")
-    if isinstance(value, str):
-        if _NUMBER_TEXT.fullmatch(value) is None or not math.isfinite(float(value)):
-            raise ValueError(f"{_shown(value)} is not a number")
-        return
+Check = Callable[[Any, str, _Scope], Any]  # (value, its path, the validation) -> the value to store
+
+_REQUIRED = object()  # a `_Member` default: absent or null is refused
+
+
+@dataclass(frozen=True)
+class _Member:
+    name: str
+    check: Check
+    default: object = _REQUIRED  # taken when the member is absent or null
+
+
+def _at(path: str, name: str) -> str:
+    """The path of member `name` of the object at `path` ("" is the body itself)."""
+    return f"{path}.{name}" if path else name
+
+
+def _item(path: str, index: int) -> str:
+    return f"{path}[{index}]"
+
+
+def _refuse(path: str, problem: str, position: int | None = None) -> NoReturn:
+    raise CohortDefinitionError(path, problem, position)
+
+
+def _read(obj: Mapping[str, Any], path: str, members: Iterable[_Member], scope: _Scope) -> dict[str, Any]:
+    """name -> checked value of each member of `obj` at `path`; the first refusal wins."""
+    values: dict[str, Any] = {}
+    for member in members:
+        raw = obj.get(member.name)
+        if raw is not None:
+            values[member.name] = member.check(raw, _at(path, member.name), scope)
+        elif member.default is _REQUIRED:
+            _refuse(_at(path, member.name), "required")
+        else:
+            values[member.name] = member.default
+    return values
+
+
+def _quote(value: Any) -> str:
+    """A client value in a message, shortened."""
     try:
-        finite = math.isfinite(float(value))
-    except OverflowError:
-        finite = False
-    if not finite:
-        raise ValueError(f"{_shown(value)} is not a number")
+        return reprlib.repr(value)
+    except ValueError:  # an integer of thousands of digits has no text
+        return "a value too large to show"
 
 
-def _datetime_operand(value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise ValueError("a datetime leaf needs an ISO date string or an epoch time")
-    if isinstance(value, str):
-        ok = parse_iso(value) is not None
-    else:
-        try:
-            seconds = epoch_seconds(float(value))
-        except OverflowError:
-            seconds = math.inf
-        ok = math.isfinite(seconds) and DATETIME_MIN <= seconds < DATETIME_MAX
-    if not ok:
-        raise ValueError(f"{_shown(value)} is not a datetime in [1900, 2300)")
+# ------------------------------------------------------------------------------------- value checks
+def _must(test: Callable[[Any], object], problem: str) -> Check:
+    """The check that keeps a value passing `test` and refuses any other with `problem`, where
+    "{}" shows the value."""
+
+    def check(value: Any, path: str, scope: _Scope) -> Any:
+        if not test(value):
+            _refuse(path, problem.format(_quote(value)))
+        return value
+
+    return check
 
 
-def _check_operand(value: object, kind: str) -> None:
-    """Refuses an operand the leaf's type cannot use (ValueError with the reason)."""
-    if kind == "boolean":
-        if not isinstance(value, bool):
-            raise ValueError("a boolean leaf needs a JSON boolean operand")
-    elif kind == "number":
-        _number_operand(value)
-    elif kind == "datetime":
-        _datetime_operand(value)
-    # string, list: any JSON value, used as is
+def _object(value: Any, path: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        _refuse(path, f"must be a JSON object, got {_quote(value)}")
+    return value
 
 
-def _raw_nodes(node: object) -> int:
-    """Nodes of a tree as sent (before validation), without recursion; stops past MAX_NODES."""
-    n, stack = 0, [node]
-    while stack and n <= MAX_NODES:
-        item = stack.pop()
-        n += 1
-        if isinstance(item, dict) and isinstance(item.get("children"), list):
-            stack.extend(item["children"])
-    return n
+def _integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)  # JSON true is no number
 
 
-def _expression_error(member: str, exc: ExprError) -> CohortDefinitionError:
-    return CohortDefinitionError(member, exc.message, exc.position)
+def _text(shortest: int, longest: int) -> Check:
+    def test(value: Any) -> bool:
+        return isinstance(value, str) and shortest <= len(value) <= longest
+
+    return _must(test, f"must be a string of {shortest} to {longest} characters, got {{}}")
 
 
-def _distinct_ids(value: object, member: str) -> tuple[str, ...]:
+def _choice(options: tuple[str, ...]) -> Check:
+    return _must(lambda value: isinstance(value, str) and value in options, f"must be one of {options}, got {{}}")
+
+
+def _whole(least: int) -> Check:
+    return _must(lambda value: _integer(value) and value >= least, f"must be an integer >= {least}, got {{}}")
+
+
+def _refused(problem: str) -> Check:
+    """A member that may only be absent or null."""
+    return _must(lambda value: False, problem)
+
+
+def _is_date(value: Any) -> bool:
+    if not isinstance(value, str) or not re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", value):
+        return False
+    try:
+        date.fromisoformat(value)
+    except ValueError:
+        return False
+    return True
+
+
+_NAMED = _must(lambda value: isinstance(value, str) and value != "", "must be a non-empty string, got {}")
+_FLAG = _must(lambda value: isinstance(value, int) and value in (0, 1), "must be true, false, 0 or 1, got {}")
+_DATE = _must(_is_date, "must be a real YYYY-MM-DD date, got {}")
+_KEY = _must(
+    lambda value: isinstance(value, str) and re.fullmatch(r"[A-Za-z0-9_]{1,64}", value),
+    "a behaviour key is 1 to 64 characters of A-Z, a-z, 0-9 and _, got {}",
+)
+
+
+def _member_ids(value: Any, path: str) -> tuple[str, ...]:
+    """A member list: strings and integers (as their text), "" dropped, sorted, each id once."""
     if not isinstance(value, list):
-        raise CohortDefinitionError(member, "must be a JSON array of distinct ids")
-    out: set[str] = set()
-    for i, item in enumerate(value):
-        if not (isinstance(item, str) or _int(item)):
-            problem = f"a distinct id is a string or an integer, got {_shown(item)}"
-            raise CohortDefinitionError(f"{member}[{i}]", problem)
-        text = str(item)
-        if len(text) > MAX_DISTINCT_ID:
-            raise CohortDefinitionError(f"{member}[{i}]", f"a distinct id has at most {MAX_DISTINCT_ID} characters")
-        if text:
-            out.add(text)
-    return tuple(sorted(out))
+        _refuse(path, f"must be a JSON array of distinct ids, got {_quote(value)}")
+    ids = {_member_id(one, _item(path, i)) for i, one in enumerate(value)}
+    ids.discard("")
+    return tuple(sorted(ids))
 
 
-class _Parser:
-    """One validation: the project's cohorts, the cohort's own id, and the running node count."""
+def _member_id(value: Any, path: str) -> str:
+    text = value if isinstance(value, str) else None
+    if _integer(value) and abs(value) < 10**MAX_DISTINCT_ID:  # bounded: str() refuses thousands of digits
+        text = str(value)
+    if text is None or len(text) > MAX_DISTINCT_ID:
+        _refuse(path, f"a distinct id is a string or an integer of at most {MAX_DISTINCT_ID} characters")
+    return text
 
-    def __init__(self, existing: Mapping[int, CohortDefinition] | None, cohort_id: int | None) -> None:
-        self.existing: Mapping[int, CohortDefinition] = existing or {}
-        self.cohort_id = cohort_id
-        self.nodes = 0
-        self.behavior_keys: frozenset[str] = frozenset()
 
-    # -- metadata
-    @staticmethod
-    def name(body: Mapping[str, Any]) -> str:
-        name = body.get("name")
-        if name is None:
-            raise CohortDefinitionError("name", "required")
-        if not isinstance(name, str) or not 1 <= len(name) <= MAX_NAME:
-            raise CohortDefinitionError("name", f"must be a string of 1-{MAX_NAME} characters")
+# Operands of user and event leaves, by `type`: what number() and datetime() of the expression
+# language accept (ASCII digits only), a JSON boolean, or anything for string and list.
+_NUMBER_TEXT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def _finite(value: Any) -> float | None:
+    """The value as a finite float when it is a JSON number or a text number() reads."""
+    if isinstance(value, str):
+        if not _NUMBER_TEXT.fullmatch(value):
+            return None
+    elif not _integer(value) and not isinstance(value, float):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:  # an integer beyond the float range
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _epoch(value: Any) -> float | None:
+    """Epoch seconds of what datetime() reads: an ISO text, or epoch seconds / milliseconds."""
+    if isinstance(value, str):
+        return parse_iso(value)
+    number = _finite(value)
+    if number is None:
+        return None
+    seconds = epoch_seconds(number)
+    return seconds if DATETIME_MIN <= seconds < DATETIME_MAX else None
+
+
+_OPERANDS: dict[str, Check] = {
+    "string": _must(lambda value: True, ""),
+    "list": _must(lambda value: True, ""),
+    "boolean": _must(lambda value: isinstance(value, bool), "a boolean leaf compares with true or false, got {}"),
+    "number": _must(lambda value: _finite(value) is not None, "not a finite number, nor a text number() reads: {}"),
+    "datetime": _must(lambda value: _epoch(value) is not None, "not a time datetime() reads (1900-2300): {}"),
+}
+
+
+# ----------------------------------------------------------------------------------- selector trees
+def _defined_behaviour(value: Any, path: str, scope: _Scope) -> str:
+    if not isinstance(value, str) or value not in scope.behaviors:
+        _refuse(path, f"behaviour {_quote(value)} is not defined")
+    return value
+
+
+def _resolve(cohort_id: int, path: str, scope: _Scope) -> None:
+    if cohort_id == scope.own_id:
+        _refuse(path, f"reference cycle: cohort {cohort_id} references itself")
+    if cohort_id not in scope.cohorts:
+        _refuse(path, f"unknown cohort {_quote(cohort_id)}")
+
+
+_BEHAVIOUR_LEAF = (
+    _Member("value", _defined_behaviour),
+    _Member("operator", _choice(COMPARISONS)),
+    _Member("operand", _whole(0)),
+)
+_COHORT_LEAF = (
+    _Member("value", _must(_integer, "a cohort reference is a cohort id (integer), got {}")),
+    _Member("operator", _choice(("in", "not in"))),
+)
+_PROPERTY_LEAF = (  # and then `operand`, which depends on `operator` and `type`
+    _Member("value", _NAMED),
+    _Member("operator", _choice(PROPERTY_OPERATORS)),
+    _Member("type", _choice(TYPES), "string"),
+)
+
+
+# The leaf kinds, by `property`: each reads its members in order and returns the canonical leaf.
+Leaf = Callable[[dict[str, Any], str, _Scope], dict[str, Any]]
+
+
+def _behaviour_leaf(node: dict[str, Any], path: str, scope: _Scope) -> dict[str, Any]:
+    return {"property": "behaviors", **_read(node, path, _BEHAVIOUR_LEAF, scope)}
+
+
+def _cohort_leaf(node: dict[str, Any], path: str, scope: _Scope) -> dict[str, Any]:
+    leaf = {"property": "cohort", **_read(node, path, _COHORT_LEAF, scope)}
+    _resolve(leaf["value"], _at(path, "value"), scope)  # once the leaf is well formed
+    return leaf
+
+
+def _property_leaf(node: dict[str, Any], path: str, scope: _Scope) -> dict[str, Any]:
+    """A user or event property leaf; `operand` is dropped for defined / not defined."""
+    head = _read(node, path, _PROPERTY_LEAF, scope)
+    leaf = {"property": node["property"], "value": head["value"], "operator": head["operator"]}
+    if head["operator"] not in PRESENCE:
+        where = _at(path, "operand")
+        if "operand" not in node:  # present but null is a value: a string leaf may compare with null
+            _refuse(where, "required unless the operator is defined or not defined")
+        leaf["operand"] = _OPERANDS[head["type"]](node["operand"], where, scope)
+    leaf["type"] = head["type"]
+    return leaf
+
+
+_PROFILE_LEAVES: dict[str, Leaf] = {"behaviors": _behaviour_leaf, "user": _property_leaf, "cohort": _cohort_leaf}
+_EVENT_LEAVES: dict[str, Leaf] = {"event": _property_leaf}
+
+_NODES = _must(lambda value: isinstance(value, list) and value, "must be a non-empty array of nodes, got {}")
+_COMBINATOR = (_Member("operator", _choice(("and", "or"))), _Member("children", _NODES))
+
+
+def _tree(root: dict[str, Any], path: str, leaves: Mapping[str, Leaf], scope: _Scope) -> dict[str, Any]:
+    """The canonical form of a selector tree, counted against the cohort's node limit first.
+    Nodes are checked in document order (a node, then its children's subtrees in turn) with an
+    explicit stack: a client's tree may be deep. A node with a `children` member or an and/or
+    `operator` combines; any other is a leaf of `leaves`."""
+    _spend_nodes(root, path, scope)
+    top: list[dict[str, Any]] = []
+    pending: list[tuple[Any, str, list[dict[str, Any]]]] = [(root, path, top)]  # node, path, out list
+    while pending:
+        raw, where, out = pending.pop()
+        node = _object(raw, where)
+        if "children" in node or node.get("operator") in ("and", "or"):  # a null `children` too
+            members = _read(node, where, _COMBINATOR, scope)
+            children: list[dict[str, Any]] = []
+            out.append({"operator": members["operator"], "children": children})
+            below = [(child, _item(_at(where, "children"), i), children) for i, child in enumerate(members["children"])]
+            pending.extend(reversed(below))
+            continue
+        out.append(_leaf_kind(node, where, leaves)(node, where, scope))
+    return top[0]
+
+
+def _leaf_kind(node: dict[str, Any], path: str, leaves: Mapping[str, Leaf]) -> Leaf:
+    kind = node.get("property")
+    if isinstance(kind, str) and kind in leaves:
+        return leaves[kind]
+    known = ", ".join(map(repr, leaves))
+    _refuse(_at(path, "property"), f"unknown node kind {_quote(kind)} (the leaves here: {known})")
+
+
+def _spend_nodes(tree: dict[str, Any], path: str, scope: _Scope) -> None:
+    """Each tree (event selectors' in turn, then the selector) is counted as sent, before it is
+    walked, against the nodes the cohort has left: the tree that goes over the limit is refused."""
+    pending: list[Any] = [tree]
+    while pending and scope.nodes_left >= 0:
+        node = pending.pop()
+        scope.nodes_left -= 1
+        children = node.get("children") if isinstance(node, dict) else None
+        if isinstance(children, list):
+            pending.extend(children)
+    if scope.nodes_left < 0:
+        _refuse(path, f"more than {MAX_NODES} selector nodes in the cohort (selector and event selectors together)")
+
+
+def _expression(text: str, path: str, *, behaviors: Collection[str] | None = None) -> None:
+    """An event expression, or with `behaviors` a profile expression that may read them."""
+    try:
+        tree = parse_expr(text)
+        if behaviors is None:
+            check_expr(tree, context="events")
+        else:
+            check_expr(tree, context="profiles", behaviors=behaviors)
+    except ExprError as exc:
+        _refuse(path, exc.message, exc.position)
+
+
+def _profile_selector(value: Any, scope: _Scope) -> dict[str, Any] | str:
+    if isinstance(value, str):
+        if not value:
+            _refuse("selector", "an empty expression: send a profile expression or a selector tree")
+        _expression(value, "selector", behaviors=scope.behaviors)
+        return value  # kept verbatim
+    if isinstance(value, dict):
+        return _tree(value, "selector", _PROFILE_LEAVES, scope)
+    _refuse("selector", f"must be a selector tree (object) or a profile expression (string), got {_quote(value)}")
+
+
+def _event_filter(value: Any, path: str, scope: _Scope) -> dict[str, Any] | str | None:
+    """An event selector's `selector`: "" is no filter, like null."""
+    if isinstance(value, str):
+        if value:
+            _expression(value, path)
+        return value or None
+    if isinstance(value, dict):
+        return _tree(value, path, _EVENT_LEAVES, scope)
+    _refuse(path, f"must be an event expression (string) or an event selector tree, got {_quote(value)}")
+
+
+# --------------------------------------------------------------------------------------- behaviours
+_EVENT_SELECTOR = (_Member("event", _NAMED), _Member("selector", _event_filter, None))
+
+
+def _event_selector(value: Any, path: str, scope: _Scope) -> EventSelector:
+    members = _read(_object(value, path), path, _EVENT_SELECTOR, scope)
+    return EventSelector(members["event"], members["selector"])
+
+
+def _event_selector_list(value: Any, path: str, scope: _Scope) -> tuple[EventSelector, ...]:
+    if not isinstance(value, list) or not value:
+        _refuse(path, f"must be a non-empty JSON array of event selectors, got {_quote(value)}")
+    return tuple(_event_selector(one, _item(path, i), scope) for i, one in enumerate(value))
+
+
+_COUNT = (
+    _Member("aggregationOperator", _refused("not supported"), None),
+    _Member("property", _refused("not supported"), None),
+    _Member("type", _choice(COUNT_TYPES), "absolute"),
+)
+
+
+def _count(value: Any, path: str, scope: _Scope) -> tuple[str, tuple[EventSelector, ...]]:
+    """`count` -> (type, its OR-ed event selectors)."""
+    count = _object(value, path)
+    kind = _read(count, path, _COUNT, scope)["type"]
+    single, several = count.get("event_selector"), count.get("event_selectors")
+    if (single is None) == (several is None):
+        _refuse(_at(path, "event_selector"), "exactly one of event_selector and event_selectors is required")
+    if single is not None:
+        return kind, (_event_selector(single, _at(path, "event_selector"), scope),)
+    return kind, _event_selector_list(several, _at(path, "event_selectors"), scope)
+
+
+def _window(value: Any, path: str, scope: _Scope) -> tuple[str, int]:
+    members = _read(_object(value, path), path, (_Member("unit", _choice(UNITS)), _Member("value", _whole(1))), scope)
+    return members["unit"], members["value"]
+
+
+_COUNTED = (_Member("count", _count),)
+_WINDOW = (_Member("window", _window),)
+_DATES = (_Member("from_date", _DATE), _Member("to_date", _DATE))
+
+
+def _entry(value: Any, path: str, scope: _Scope) -> Behavior:
+    """A behaviour of the object form: `count`, then one time constraint."""
+    entry = _object(value, path)
+    kind, selectors = _read(entry, path, _COUNTED, scope)["count"]
+    if entry.get("from_date") is None and entry.get("to_date") is None:  # a window, then
+        return Behavior(selectors, kind, window=_read(entry, path, _WINDOW, scope)["window"])
+    if entry.get("window") is not None:
+        _refuse(path, "one time constraint: a window, or from_date and to_date, not both")
+    dates = _read(entry, path, _DATES, scope)
+    if dates["from_date"] > dates["to_date"]:  # the same fixed-width form: text order is date order
+        _refuse(_at(path, "from_date"), f"{dates['from_date']} is after to_date {dates['to_date']}")
+    return Behavior(selectors, kind, dates=(dates["from_date"], dates["to_date"]))
+
+
+_DAYS = re.compile(r"([1-9][0-9]*)d")  # N as a plain positive integer: "30d", not "030d" nor "0d"
+
+
+def _days(value: Any, path: str, scope: _Scope) -> int:
+    """The list form's window, "<N>d" with N >= 1."""
+    found = _DAYS.fullmatch(value) if isinstance(value, str) else None
+    if found is not None:
+        with contextlib.suppress(ValueError):  # int() refuses thousands of digits
+            return int(found[1])
+    _refuse(path, f'must be "<N>d" with N >= 1, got {_quote(value)}')
+
+
+def _listed_behaviours(items: list[Any], path: str, scope: _Scope) -> dict[str, Behavior]:
+    """The /engage list form, [{"name", "window": "<N>d", "event_selectors"}, ...]."""
+    names: set[str] = set()
+
+    def new_name(value: Any, where: str, scope: _Scope) -> str:
+        name: str = _KEY(value, where, scope)
+        if name in names:
+            _refuse(where, f"behaviour {name!r} is listed twice")
+        names.add(name)
         return name
 
-    @staticmethod
-    def description(body: Mapping[str, Any]) -> str:
-        text = body.get("description")
-        if text is None:
-            return ""
-        if not isinstance(text, str) or len(text) > MAX_DESCRIPTION:
-            raise CohortDefinitionError("description", f"must be a string of at most {MAX_DESCRIPTION} characters")
-        return text
-
-    @staticmethod
-    def is_visible(body: Mapping[str, Any]) -> int:
-        value = body.get("is_visible")
-        if value is None:
-            return 1
-        if isinstance(value, bool) or (_int(value) and value in (0, 1)):
-            return int(value)
-        raise CohortDefinitionError("is_visible", f"must be true, false, 0 or 1, got {_shown(value)}")
-
-    @staticmethod
-    def no_group(body: Mapping[str, Any]) -> None:
-        if body.get("data_group_id") is not None:
-            raise CohortDefinitionError("data_group_id", "group cohorts are not supported (must be null)")
-
-    # -- definition
-    def definition(
-        self, body: Mapping[str, Any]
-    ) -> tuple[dict[str, Any] | str | None, dict[str, Behavior], tuple[str, ...] | None]:
-        static = body.get("distinct_ids") is not None
-        dynamic = body.get("selector") is not None or body.get("behaviors") is not None
-        if static and dynamic:
-            raise CohortDefinitionError("distinct_ids", "a cohort is dynamic (selector, behaviors) or static, not both")
-        if static:
-            return None, {}, _distinct_ids(body["distinct_ids"], "distinct_ids")
-        if not dynamic:
-            raise CohortDefinitionError("selector", "a definition is required: selector (+ behaviors) or distinct_ids")
-        behaviors = self.behaviors(body.get("behaviors"))
-        self.behavior_keys = frozenset(behaviors)
-        if body.get("selector") is None:
-            raise CohortDefinitionError("selector", "required with behaviors")
-        return self.selector(body["selector"]), behaviors, None
-
-    # -- behaviours
-    def behaviors(self, value: object) -> dict[str, Behavior]:
-        if value is None:
-            return {}
-        if not isinstance(value, (dict, list)):
-            raise CohortDefinitionError("behaviors", "must be an object (key -> behaviour) or the /engage list form")
-        if len(value) > MAX_BEHAVIORS:
-            raise CohortDefinitionError("behaviors", f"at most {MAX_BEHAVIORS} behaviours, got {len(value)}")
-        if isinstance(value, list):
-            return self.list_form(value)
-        out = {}
-        for key, entry in value.items():
-            member = f"behaviors.{key}"
-            if not _KEY.fullmatch(key):
-                raise CohortDefinitionError(member, "a behaviour key is 1-64 characters [A-Za-z0-9_]")
-            out[key] = self.behavior(entry, member)
-        return out
-
-    def list_form(self, items: list[Any]) -> dict[str, Behavior]:
-        out: dict[str, Behavior] = {}
-        for i, item in enumerate(items):
-            member = f"behaviors[{i}]"
-            if not isinstance(item, dict):
-                raise CohortDefinitionError(member, "must be an object {name, window, event_selectors}")
-            name = item.get("name")
-            if not isinstance(name, str) or not _KEY.fullmatch(name):
-                raise CohortDefinitionError(f"{member}.name", "a behaviour name is 1-64 characters [A-Za-z0-9_]")
-            if name in out:
-                raise CohortDefinitionError(f"{member}.name", f"duplicate behaviour name {_shown(name)}")
-            window = item.get("window")
-            match = _LIST_WINDOW.fullmatch(window) if isinstance(window, str) else None
-            if match is None:
-                raise CohortDefinitionError(f"{member}.window", f"must be '<N>d' with N >= 1, got {_shown(window)}")
-            selectors = item.get("event_selectors")
-            if not isinstance(selectors, list) or not selectors:
-                raise CohortDefinitionError(f"{member}.event_selectors", "must be a non-empty array")
-            out[name] = Behavior(
-                tuple(self.event_selector(s, f"{member}.event_selectors[{j}]") for j, s in enumerate(selectors)),
-                "absolute",
-                ("day", int(match.group(1))),
-            )
-        return out
-
-    def behavior(self, entry: object, member: str) -> Behavior:
-        if not isinstance(entry, dict):
-            raise CohortDefinitionError(member, "must be an object {count, window | from_date + to_date}")
-        count = entry.get("count")
-        if not isinstance(count, dict):
-            raise CohortDefinitionError(f"{member}.count", "must be an object {event_selector, type}")
-        for unsupported in ("aggregationOperator", "property"):
-            if count.get(unsupported) is not None:
-                raise CohortDefinitionError(f"{member}.count.{unsupported}", "not supported")
-        kind = count.get("type")
-        kind = "absolute" if kind is None else kind
-        if not isinstance(kind, str) or kind not in COUNT_TYPES:
-            raise CohortDefinitionError(f"{member}.count.type", f"must be 'absolute' or 'days', got {_shown(kind)}")
-        one, many = count.get("event_selector"), count.get("event_selectors")
-        if (one is None) == (many is None):
-            raise CohortDefinitionError(
-                f"{member}.count.event_selector", "exactly one of event_selector, event_selectors"
-            )
-        if one is not None:
-            selectors: tuple[EventSelector, ...] = (self.event_selector(one, f"{member}.count.event_selector"),)
-        else:
-            if not isinstance(many, list) or not many:
-                raise CohortDefinitionError(f"{member}.count.event_selectors", "must be a non-empty array")
-            selectors = tuple(
-                self.event_selector(s, f"{member}.count.event_selectors[{j}]") for j, s in enumerate(many)
-            )
-        window, dates = self.time(entry, member)
-        return Behavior(selectors, kind, window, dates)
-
-    @staticmethod
-    def time(entry: Mapping[str, Any], member: str) -> tuple[tuple[str, int] | None, tuple[str, str] | None]:
-        window = entry.get("window")
-        has_dates = entry.get("from_date") is not None or entry.get("to_date") is not None
-        if window is not None and has_dates:
-            raise CohortDefinitionError(member, "exactly one time constraint: window, or from_date + to_date")
-        if window is not None:
-            if not isinstance(window, dict):
-                raise CohortDefinitionError(f"{member}.window", "must be an object {unit, value}")
-            unit, value = window.get("unit"), window.get("value")
-            if not isinstance(unit, str) or unit not in UNITS:
-                problem = f"must be 'day', 'week' or 'month', got {_shown(unit)}"
-                raise CohortDefinitionError(f"{member}.window.unit", problem)
-            if not _int(value) or value < 1:
-                raise CohortDefinitionError(f"{member}.window.value", f"must be an integer >= 1, got {_shown(value)}")
-            return (unit, value), None
-        if not has_dates:
-            raise CohortDefinitionError(
-                f"{member}.window", "a time constraint is required: window, or from_date + to_date"
-            )
-        days = []
-        for name in ("from_date", "to_date"):
-            text = entry.get(name)
-            try:
-                if not isinstance(text, str) or not _DATE.fullmatch(text):
-                    raise ValueError
-                days.append(date.fromisoformat(text))
-            except ValueError:
-                problem = f"must be a date YYYY-MM-DD, got {_shown(text)}"
-                raise CohortDefinitionError(f"{member}.{name}", problem) from None
-        if days[0] > days[1]:
-            raise CohortDefinitionError(f"{member}.from_date", "must not be after to_date")
-        return None, (days[0].isoformat(), days[1].isoformat())
-
-    def event_selector(self, item: object, member: str) -> EventSelector:
-        if not isinstance(item, dict):
-            raise CohortDefinitionError(member, "must be an object {event, selector}")
-        event = item.get("event")
-        if not isinstance(event, str) or not event:
-            raise CohortDefinitionError(f"{member}.event", "a non-empty event name is required")
-        selector = item.get("selector")
-        if selector is None or selector == "":
-            return EventSelector(event, None)
-        if isinstance(selector, str):
-            try:
-                check_expr(parse_expr(selector))
-            except ExprError as exc:
-                raise _expression_error(f"{member}.selector", exc) from None
-            return EventSelector(event, selector)
-        if isinstance(selector, dict):
-            self.count_nodes(selector, f"{member}.selector")
-            return EventSelector(event, self.node(selector, f"{member}.selector", event_leaves=True))
-        raise CohortDefinitionError(f"{member}.selector", "must be null, an expression or a selector tree")
-
-    # -- selector
-    def count_nodes(self, tree: object, member: str) -> None:
-        self.nodes += _raw_nodes(tree)
-        if self.nodes > MAX_NODES:
-            raise CohortDefinitionError(member, f"at most {MAX_NODES} selector nodes per cohort")
-
-    def selector(self, value: object) -> dict[str, Any] | str:
-        if isinstance(value, str):
-            return self.selector_text(value)
-        if not isinstance(value, dict):
-            raise CohortDefinitionError("selector", "must be a selector tree (object) or an expression (string)")
-        self.count_nodes(value, "selector")
-        return self.node(value, "selector", event_leaves=False)
-
-    def selector_text(self, text: str) -> str:
-        if not text:
-            raise CohortDefinitionError("selector", "empty expression")
-        try:
-            check_expr(parse_expr(text), context="profiles", behaviors=self.behavior_keys)
-        except ExprError as exc:
-            raise _expression_error("selector", exc) from None
-        return text
-
-    def node(self, node: object, member: str, *, event_leaves: bool) -> dict[str, Any]:
-        if not isinstance(node, dict):
-            raise CohortDefinitionError(member, "a selector node must be an object")
-        if "children" in node or node.get("operator") in ("and", "or"):
-            operator, children = node.get("operator"), node.get("children")
-            if operator not in ("and", "or"):
-                problem = f"unknown combinator operator {_shown(operator)} (and, or)"
-                raise CohortDefinitionError(f"{member}.operator", problem)
-            if not isinstance(children, list) or not children:
-                raise CohortDefinitionError(f"{member}.children", "must be a non-empty array of nodes")
-            return {
-                "operator": operator,
-                "children": [
-                    self.node(c, f"{member}.children[{i}]", event_leaves=event_leaves) for i, c in enumerate(children)
-                ],
-            }
-        kind = node.get("property")
-        if event_leaves:
-            if kind != "event":
-                raise CohortDefinitionError(
-                    f"{member}.property", f"unknown node kind {_shown(kind)} (event selector leaves: event)"
-                )
-            return self.property_leaf(node, member, "event")
-        if kind == "behaviors":
-            return self.behavior_leaf(node, member)
-        if kind == "user":
-            return self.property_leaf(node, member, "user")
-        if kind == "cohort":
-            return self.cohort_leaf(node, member)
-        raise CohortDefinitionError(f"{member}.property", f"unknown node kind {_shown(kind)} (behaviors, user, cohort)")
-
-    def behavior_leaf(self, node: Mapping[str, Any], member: str) -> dict[str, Any]:
-        key, operator, operand = node.get("value"), node.get("operator"), node.get("operand")
-        if not isinstance(key, str) or key not in self.behavior_keys:
-            raise CohortDefinitionError(f"{member}.value", f"behaviour {_shown(key)} is not defined in behaviors")
-        if operator not in COMPARISONS:
-            problem = f"unknown operator {_shown(operator)} for a behaviour count"
-            raise CohortDefinitionError(f"{member}.operator", problem)
-        if not _int(operand) or operand < 0:
-            raise CohortDefinitionError(
-                f"{member}.operand", f"a behaviour count is compared with an integer >= 0, got {_shown(operand)}"
-            )
-        return {"property": "behaviors", "value": key, "operator": operator, "operand": operand}
-
-    @staticmethod
-    def property_leaf(node: Mapping[str, Any], member: str, kind: str) -> dict[str, Any]:
-        name, operator = node.get("value"), node.get("operator")
-        if not isinstance(name, str) or not name:
-            raise CohortDefinitionError(f"{member}.value", "a property name (non-empty string) is required")
-        if operator not in PROPERTY_OPERATORS:
-            raise CohortDefinitionError(f"{member}.operator", f"unknown operator {_shown(operator)}")
-        value_type = node.get("type")
-        value_type = "string" if value_type is None else value_type
-        if value_type not in TYPES:
-            raise CohortDefinitionError(f"{member}.type", f"unknown type {_shown(value_type)} ({', '.join(TYPES)})")
-        out = {"property": kind, "value": name, "operator": operator}
-        if operator not in PRESENCE:
-            if "operand" not in node:
-                raise CohortDefinitionError(f"{member}.operand", "required")
-            try:
-                _check_operand(node["operand"], value_type)
-            except ValueError as exc:
-                raise CohortDefinitionError(f"{member}.operand", str(exc)) from None
-            out["operand"] = node["operand"]
-        out["type"] = value_type
-        return out
-
-    def cohort_leaf(self, node: Mapping[str, Any], member: str) -> dict[str, Any]:
-        ref, operator = node.get("value"), node.get("operator")
-        if not _int(ref):
-            raise CohortDefinitionError(f"{member}.value", f"a cohort id (integer) is required, got {_shown(ref)}")
-        if operator not in ("in", "not in"):
-            raise CohortDefinitionError(
-                f"{member}.operator", f"unknown operator {_shown(operator)} for a cohort ('in', 'not in')"
-            )
-        if ref == self.cohort_id:
-            raise CohortDefinitionError(f"{member}.value", f"reference cycle: cohort {ref} references itself")
-        if ref not in self.existing:
-            raise CohortDefinitionError(f"{member}.value", f"unknown cohort {ref}")
-        return {"property": "cohort", "value": ref, "operator": operator}
-
-    # -- references
-    def check_graph(self, cohort: CohortDefinition) -> None:
-        """Cycles and depth over the project's cohorts with `cohort` saved (as `cohort_id`, or as a new one)."""
-        me: object = self.cohort_id if self.cohort_id is not None else object()
-        graph: dict[object, frozenset[int]] = {i: c.references() for i, c in self.existing.items() if i != me}
-        graph[me] = cohort.references()
-        depth: dict[object, int] = {}
-
-        def walk(node: object, path: tuple[object, ...]) -> int:
-            if node in path:
-                raise CohortDefinitionError("selector", f"reference cycle: {' -> '.join(map(str, (*path, node)))}")
-            if node not in depth:
-                depth[node] = max((1 + walk(r, (*path, node)) for r in sorted(graph.get(node, ()))), default=0)
-            return depth[node]
-
-        order = sorted(graph, key=lambda n: (n is not me, str(n)))
-        for start in order:
-            walk(start, ())
-        reaching = [n for n in order if n is me or _reaches(graph, n, me)]
-        for n in reaching:
-            if depth[n] > MAX_DEPTH:
-                who = "the cohort's" if n is me else f"cohort {n}'s"
-                raise CohortDefinitionError("selector", f"{who} references nest {depth[n]} deep (at most {MAX_DEPTH})")
+    members = (
+        _Member("name", new_name),
+        _Member("window", _days),
+        _Member("event_selectors", _event_selector_list),
+    )
+    behaviours = {}
+    for i, item in enumerate(items):
+        where = _item(path, i)
+        got = _read(_object(item, where), where, members, scope)
+        behaviours[got["name"]] = Behavior(got["event_selectors"], "absolute", window=("day", got["window"]))
+    return behaviours
 
 
-def _reaches(graph: Mapping[object, frozenset[int]], start: object, goal: object) -> bool:
-    seen: set[object] = set()
-    stack: list[object] = list(graph.get(start, ()))
-    while stack:
-        node = stack.pop()
-        if node == goal:
-            return True
-        if node not in seen:
-            seen.add(node)
-            stack.extend(graph.get(node, ()))
-    return False
+def _behaviours(value: Any, path: str, scope: _Scope) -> dict[str, Behavior]:
+    if not isinstance(value, (dict, list)):
+        _refuse(path, f"must be an object of behaviours (or the /engage list form), got {_quote(value)}")
+    if len(value) > MAX_BEHAVIORS:
+        _refuse(path, f"at most {MAX_BEHAVIORS} behaviours, got {len(value)}")
+    if isinstance(value, list):
+        return _listed_behaviours(value, path, scope)
+    behaviours = {}
+    for key, entry in value.items():
+        where = _at(path, str(key))
+        key = _KEY(key, where, scope)  # before its entry (the right side of an assignment runs first)
+        behaviours[key] = _entry(entry, where, scope)
+    return behaviours
 
 
-def _parse(
-    body: object,
-    *,
-    existing: Mapping[int, CohortDefinition] | None,
-    cohort_id: int | None,
-    definition_only: bool = False,
-) -> CohortDefinition:
-    if not isinstance(body, dict):
-        raise CohortDefinitionError("body", "must be a JSON object")
-    parser = _Parser(existing, cohort_id)
-    if definition_only:
-        name, description, visible = "", "", 1
-    else:
-        name, description, visible = parser.name(body), parser.description(body), parser.is_visible(body)
-    parser.no_group(body)
-    for member in ("add_distinct_ids", "remove_distinct_ids"):
-        if body.get(member) is not None:
-            raise CohortDefinitionError(member, "only accepted on update (PATCH)")
-    selector, behaviors, ids = parser.definition(body)
-    cohort = CohortDefinition(name, description, visible, selector, behaviors, ids)
-    parser.check_graph(cohort)
+# ------------------------------------------------------------------------------------------ cohort
+_NO_GROUP = _Member("data_group_id", _refused("group cohorts are not supported: must be null"), None)
+_METADATA = (
+    _Member("name", _text(1, MAX_NAME)),
+    _Member("description", _text(0, MAX_DESCRIPTION), ""),
+    _Member("is_visible", _FLAG, 1),
+    _NO_GROUP,
+)
+_NO_ID_EDITS = tuple(
+    _Member(name, _refused("a PATCH member: a new cohort lists its ids in distinct_ids"), None)
+    for name in ("add_distinct_ids", "remove_distinct_ids")
+)
+_BOTH_KINDS = "a cohort is static (distinct_ids) or dynamic (selector, behaviors), not both"
+
+
+def _definition(body: Mapping[str, Any], scope: _Scope) -> dict[str, Any]:
+    """The definition members of `body` as `CohortDefinition` fields, static or dynamic."""
+    ids, selector, behaviors = body.get("distinct_ids"), body.get("selector"), body.get("behaviors")
+    if ids is not None:
+        if selector is not None or behaviors is not None:
+            _refuse("distinct_ids", _BOTH_KINDS)
+        return {"distinct_ids": _member_ids(ids, "distinct_ids")}
+    entries = {} if behaviors is None else _behaviours(behaviors, "behaviors", scope)  # first: the selector reads them
+    if selector is None:
+        _refuse("selector", "required: a dynamic cohort has a selector (a static one, distinct_ids)")
+    scope.behaviors = frozenset(entries)
+    return {"selector": _profile_selector(selector, scope), "behaviors": entries}
+
+
+def _cohort(metadata: Mapping[str, Any], body: Mapping[str, Any], scope: _Scope) -> CohortDefinition:
+    """The definition of `body` under `metadata`, checked, then its place in the reference graph."""
+    definition = _definition(body, scope)
+    cohort = CohortDefinition(metadata["name"], metadata["description"], int(metadata["is_visible"]), **definition)
+    _check_references(cohort, scope)
     return cohort
 
 
+# -------------------------------------------------------------------------------------- references
+def _check_references(cohort: CohortDefinition, scope: _Scope) -> None:
+    """No reference cycle through the cohort, and no chain longer than MAX_DEPTH from it or from
+    any cohort that reaches it. An unsaved cohort is the node None (nothing references it)."""
+    own = scope.own_id
+    graph: dict[int | None, frozenset[int]] = {cid: d.references() for cid, d in scope.cohorts.items()}
+    graph[own] = cohort.references()
+    depth, reaching = _chains(graph, own)
+    if depth[own] > MAX_DEPTH:
+        _refuse("selector", f"its references nest {depth[own]} deep (at most {MAX_DEPTH})")
+    for cid in sorted(c for c in reaching if c is not None and c != own):
+        if depth[cid] > MAX_DEPTH:
+            _refuse("selector", f"cohort {cid}'s references nest {depth[cid]} deep through it (at most {MAX_DEPTH})")
+
+
+def _chains(
+    graph: Mapping[int | None, frozenset[int]], target: int | None
+) -> tuple[dict[int | None, int], set[int | None]]:
+    """The edges of each cohort's longest reference chain, and the cohorts whose chains reach
+    `target` (itself included). Depth first, keeping the trail: a step back onto it is a cycle."""
+    depth: dict[int | None, int] = {}
+    reaching: set[int | None] = set()
+    for start in graph:
+        trail, ahead = [start], [iter(sorted(graph[start]))]
+        while trail and start not in depth:
+            step = next(ahead[-1], None)
+            if step is None:  # the trail's end has every reference done
+                done = trail.pop()
+                ahead.pop()
+                refs = graph.get(done, frozenset())
+                depth[done] = max((depth[ref] + 1 for ref in refs), default=0)
+                if done == target or not reaching.isdisjoint(refs):
+                    reaching.add(done)
+            elif step in trail:
+                cycle = " -> ".join(map(str, [*trail[trail.index(step) :], step]))
+                _refuse("selector", f"reference cycle: cohort {cycle}")
+            elif step not in depth:
+                trail.append(step)
+                ahead.append(iter(sorted(graph.get(step, frozenset()))))
+    return depth, reaching
+
+
+# ---------------------------------------------------------------------------------------- the API
 def parse_cohort(
     body: object, *, existing: Mapping[int, CohortDefinition] | None, cohort_id: int | None = None
 ) -> CohortDefinition:
     """A create body (or a whole updated cohort) -> the validated definition; raises
     `CohortDefinitionError`. `existing`: the project's stored cohorts (id -> definition);
     `cohort_id`: the id the cohort has (update) or None (create)."""
-    return _parse(body, existing=existing, cohort_id=cohort_id)
+    scope = _Scope(existing or {}, cohort_id)
+    members = _object(body, "body")
+    return _cohort(_read(members, "", (*_METADATA, *_NO_ID_EDITS), scope), members, scope)
 
 
 def parse_raw_definition(definition: object, *, existing: Mapping[int, CohortDefinition] | None) -> CohortDefinition:
     """The `raw_cohort` of /engage `filter_by_cohort`: a definition only (`name`, `description`,
     `is_visible` ignored; `data_group_id` must be null; references resolve in `existing`)."""
-    return _parse(definition, existing=existing, cohort_id=None, definition_only=True)
+    scope = _Scope(existing or {})
+    members = _object(definition, "body")
+    _read(members, "", (_NO_GROUP, *_NO_ID_EDITS), scope)
+    return _cohort({"name": "", "description": "", "is_visible": 1}, members, scope)
 
 
 def apply_patch(
-    current: CohortDefinition,
-    patch: object,
-    *,
-    existing: Mapping[int, CohortDefinition] | None,
-    cohort_id: int | None,
+    current: CohortDefinition, patch: object, *, existing: Mapping[int, CohortDefinition] | None, cohort_id: int | None
 ) -> CohortDefinition:
     """PATCH /cohorts/{id} (and one bulk-update item) on the cohort `cohort_id` whose definition
     is `current`: the updated definition, validated as a whole; raises `CohortDefinitionError`."""
-    if not isinstance(patch, dict):
-        raise CohortDefinitionError("body", "must be a JSON object")
-    given = {k: v for k, v in patch.items() if v is not None and k not in READ_ONLY}
-    body: dict[str, Any] = current.canonical()
-    body.pop("is_static")
-    for member in ("name", "description", "is_visible", "data_group_id"):
-        if member in given:
-            body[member] = given[member]
-    static = "distinct_ids" in given
-    dynamic = "selector" in given or "behaviors" in given
-    if static and dynamic:
-        raise CohortDefinitionError("distinct_ids", "a cohort is dynamic (selector, behaviors) or static, not both")
-    if static:
-        body.pop("selector", None)
-        body.pop("behaviors", None)
-        body["distinct_ids"] = list(_distinct_ids(given["distinct_ids"], "distinct_ids"))
+    changes = {k: v for k, v in _object(patch, "body").items() if v is not None and k not in READ_ONLY}
+    whole = _patched(current, changes)
+    scope = _Scope(existing or {}, cohort_id)
+    return _cohort(_read(whole, "", _METADATA, scope), whole, scope)
+
+
+# The id edits of a PATCH, in the order they apply: an id both added and removed ends up absent.
+_ID_EDITS: tuple[tuple[str, Callable[[set[str], Iterable[str]], set[str]]], ...] = (
+    ("add_distinct_ids", set.union),
+    ("remove_distinct_ids", set.difference),
+)
+
+
+def _patched(current: CohortDefinition, changes: Mapping[str, Any]) -> dict[str, Any]:
+    """The whole cohort as a body once the edits of a patch (its non-null members) apply, each
+    checked as it applies: a new definition part replaces its kind's (not both kinds at once),
+    then ids are added and removed (a static cohort's only)."""
+    whole = {"name": current.name, "description": current.description, "is_visible": current.is_visible}
+    whole |= {m.name: changes[m.name] for m in _METADATA if m.name in changes}
+    ids = set(current.distinct_ids) if current.distinct_ids is not None else None
+    dynamic = {k: changes[k] for k in ("selector", "behaviors") if k in changes}
+    if "distinct_ids" in changes:
+        if dynamic:
+            _refuse("distinct_ids", _BOTH_KINDS)
+        ids = set(_member_ids(changes["distinct_ids"], "distinct_ids"))
     elif dynamic:
-        if current.is_static:
-            body.pop("distinct_ids", None)
-            body["selector"], body["behaviors"] = None, None
-        for member in ("selector", "behaviors"):
-            if member in given:
-                body[member] = given[member]
-    if "add_distinct_ids" in given or "remove_distinct_ids" in given:
-        if body.get("distinct_ids") is None:
-            member = "add_distinct_ids" if "add_distinct_ids" in given else "remove_distinct_ids"
-            raise CohortDefinitionError(member, "the cohort is not static")
-        ids = set(body["distinct_ids"])
-        ids |= set(_distinct_ids(given.get("add_distinct_ids", []), "add_distinct_ids"))
-        ids -= set(_distinct_ids(given.get("remove_distinct_ids", []), "remove_distinct_ids"))
-        body["distinct_ids"] = sorted(ids)
-    return _parse(body, existing=existing, cohort_id=cohort_id)
+        ids = None
+        whole |= ({"behaviors": {}} if current.is_static else current.definition()) | dynamic
+    elif ids is None:
+        whole |= current.definition()
+    for name, edit in _ID_EDITS:
+        if name in changes:
+            if ids is None:
+                _refuse(name, "only a static cohort (distinct_ids) has ids to add or remove")
+            ids = edit(ids, _member_ids(changes[name], name))
+    return whole if ids is None else whole | {"distinct_ids": sorted(ids)}
 
 
 def check_delete(cohort_ids: Collection[int], cohorts: Mapping[int, CohortDefinition]) -> None:
     """Deleting `cohort_ids` from a project whose cohorts are `cohorts`: refused (400, naming the
     referencing cohorts) while a cohort outside the set references one inside it."""
-    doomed = set(cohort_ids)
-    for target in sorted(doomed):
-        users = referrers_of(target, cohorts, ignore=doomed)
+    leaving = set(cohort_ids)
+    blocked = []
+    for cid in sorted(leaving):
+        users = referrers_of(cid, cohorts, ignore=leaving)
         if users:
-            names = ", ".join(f"{i} ({cohorts[i].name})" for i in users)
-            raise CohortDefinitionError("", f"cohort {target} is referenced by cohort(s) {names}")
+            named = ", ".join(f"{user} ({cohorts[user].name})" for user in users)
+            blocked.append(f"cohort {cid} is referenced by cohort(s) {named}")
+    if blocked:
+        _refuse("", "; ".join(blocked))
 
 
 def referrers_of(cohort_id: int, cohorts: Mapping[int, CohortDefinition], *, ignore: Iterable[int] = ()) -> list[int]:
     """The ids of the cohorts (outside `ignore`) whose selector names `cohort_id`, ascending."""
-    skip = set(ignore)
-    return sorted(i for i, c in cohorts.items() if i not in skip and cohort_id in c.references())
+    skipped = set(ignore)
+    return sorted(cid for cid, d in cohorts.items() if cid not in skipped and cohort_id in d.references())

@@ -71,6 +71,16 @@ _COUNT_TEMPLATES: dict[str, LiteralString] = {
 _CASTS = {"number": "number", "boolean": "boolean", "datetime": "datetime"}
 
 
+# Evaluation of compiled expressions (footfall.shared.expr, whose values never raise, so both
+# are safe). Eagerly (every branch at once) over the universe when several cohorts are
+# evaluated: ClickHouse's lazy branches recompute shared JSON reads per branch (20 cohorts with
+# profile leaves on 100k profiles and 10M events: 3.7 s lazily, 2.1 s eagerly). Lazily for one
+# cohort (its profile leaves then run only for the ids its behaviour conditions let through:
+# 325 ms against 385 ms). Statements that embed `members_sql` choose for themselves (the
+# /engage snapshot ends with EAGER).
+EAGER = sql("SETTINGS short_circuit_function_evaluation = 'disable'")
+
+
 class CohortNotFoundError(KeyError):
     """A referenced cohort is not a cohort of the project."""
 
@@ -217,25 +227,41 @@ class _Compiler:
 
     def counts_scan(self, project_id: int, ids: Sequence[str] | None = None) -> Sql:
         """Per id with any counted event (of `ids` when given): `behaviour_counts`, one count
-        per behaviour."""
-        starts = [b.start for b in self.behaviours]
+        per behaviour.
+
+        Reading `properties` dominates a scan (decompressing it costs several times what the
+        counting does), so only the events an event selector looks at read it: behaviours
+        without selectors share one scan that never touches `properties`; those with selectors
+        are scanned per set of event names, so `properties` is read for those events' rows
+        alone. Each scan yields the whole count array (0 for the behaviours of other scans), and
+        the scans' arrays are summed per id."""
+        plain = [b for b in self.behaviours if all(selector is None for _, selector in b.selectors)]
+        groups: dict[tuple[str, ...], list[_Behaviour]] = {(): plain} if plain else {}
+        for b in self.behaviours:
+            if b not in plain:
+                groups.setdefault(tuple(sorted({event for event, _ in b.selectors})), []).append(b)
+        scans = [self._scan(project_id, members, ids) for members in groups.values()]
+        if len(scans) == 1:
+            return scans[0]
+        return sql(
+            "SELECT counted_id, sumForEach(behaviour_counts) AS behaviour_counts FROM ({}) GROUP BY counted_id",
+            join(" UNION ALL ", scans),
+        )
+
+    def _scan(self, project_id: int, members: Sequence[_Behaviour], ids: Sequence[str] | None) -> Sql:
+        """One grouped scan of the events `members` count: the whole count array per id."""
+        starts = [b.start for b in members]
         earliest = _EPOCH if any(s is None for s in starts) else min(s for s in starts if s is not None)
-        latest = max(b.end for b in self.behaviours)
-        names = sorted({event for b in self.behaviours for event, _ in b.selectors})
-        columns = [self._count_column(b) for b in self.behaviours]
+        latest = max(b.end for b in members)
+        names = sorted({event for b in members for event, _ in b.selectors})
         keys = sql("{} AND distinct_id != ''", _names(names, self.binds))
         if ids is not None:
             keys = sql("{} AND distinct_id IN {}", keys, self.binds.add(list(ids), "Array(String)"))
+        columns = [self._count_column(b) if b in members else sql("toUInt64(0)") for b in self.behaviours]
         return sql(
             "SELECT distinct_id AS counted_id, [{}] AS behaviour_counts FROM {} GROUP BY distinct_id",
             join(", ", columns),
-            source(
-                EVENTS,
-                Scope(project_id, earliest, latest),
-                self.binds,
-                final=True,
-                keys=keys,
-            ),
+            source(EVENTS, Scope(project_id, earliest, latest), self.binds, final=True, keys=keys),
         )
 
     def _count_column(self, b: _Behaviour) -> Sql:
@@ -350,7 +376,10 @@ def counts_sql(
     if not dynamic:
         return sql("SELECT 0")
     table = cohort_columns(dynamic, cohorts, project_id, tz, now, binds)
-    return sql("SELECT {} FROM ({})", join(", ", [sql("countIf({})", _column(cid)) for cid in dynamic]), table)
+    counts = join(", ", [sql("countIf({})", _column(cid)) for cid in dynamic])
+    # One cohort: lazily, so its profile leaves run only for ids its behaviour conditions let
+    # through; several: eagerly (their shared JSON reads once). See EAGER.
+    return sql("SELECT {} FROM ({}) {}", counts, table, EAGER if len(dynamic) > 1 else sql(""))
 
 
 def members_sql(
