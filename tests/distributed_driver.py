@@ -70,13 +70,20 @@ async def until(predicate: Callable[[], bool], timeout: float, what: str) -> Non
         await asyncio.sleep(0.1)
 
 
+def events_partitions(group: WorkerGroup, i: int) -> list[int]:
+    """Consumer i's partitions of the events topic (it also holds the other streams')."""
+    topic = group.topics.of(EVENTS)
+    return sorted(tp.partition for tp in group.consumers[i].assignment() if tp.topic == topic)
+
+
 def partitions_of(group: WorkerGroup) -> list[list[int]]:
-    return [sorted(tp.partition for tp in c.assignment()) for c in group.consumers]
+    return [events_partitions(group, i) for i in range(len(group.consumers))]
 
 
 def covered(group: WorkerGroup, members: Sequence[int], total: int = 12) -> bool:
-    parts = [p for i in members for p in sorted(tp.partition for tp in group.consumers[i].assignment())]
-    return sorted(parts) == list(range(total)) and all(group.consumers[i].assignment() for i in members)
+    """The members share every events partition and each holds some."""
+    held = [events_partitions(group, i) for i in members]
+    return sorted(p for parts in held for p in parts) == list(range(total)) and all(held)
 
 
 # -- scenarios ---------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 import structlog
+from aiokafka import TopicPartition
 from aiokafka.errors import KafkaError
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -94,7 +95,8 @@ class WorkerGroup:
             {
                 "name": c.name,
                 "running": c.running,
-                "partitions": sorted(tp.partition for tp in c.assignment()),
+                # Per topic: every stream's topic has its own partitions 0..n-1.
+                "partitions": partitions_by_topic(c.assignment()),
                 "last_batch_at": c.last_batch_at,
                 "error": str(c.failed)[:300] if c.failed else None,
             }
@@ -107,6 +109,13 @@ class WorkerGroup:
         )
         ok = self.started and all(c["running"] for c in consumers)
         return ok, {"status": "ok" if ok else "unavailable", "consumers": consumers, "dedup": redis}
+
+
+def partitions_by_topic(assignment: set[TopicPartition]) -> dict[str, list[int]]:
+    by_topic: dict[str, list[int]] = {}
+    for tp in assignment:
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    return {topic: sorted(parts) for topic, parts in sorted(by_topic.items())}
 
 
 def build_worker_group(

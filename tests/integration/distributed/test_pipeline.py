@@ -29,10 +29,10 @@ from tests.distributed import (
 pytestmark = [pytest.mark.kafka, pytest.mark.redis, pytest.mark.e2e, pytest.mark.timeout(180)]
 
 
-def wait_all_assigned(worker: Proc, partitions: int = 12) -> None:
+def wait_all_assigned(worker: Proc, topic: str, partitions: int = 12) -> None:
     def assigned() -> bool:
         body = httpx.get(worker.base + "/healthz", timeout=2).json()
-        got = [p for c in body["consumers"] for p in c["partitions"]]
+        got = [p for c in body["consumers"] for p in c["partitions"].get(topic, [])]
         return sorted(got) == list(range(partitions))
 
     wait_for(assigned, 30, what="all partitions assigned")
@@ -78,7 +78,7 @@ def test_gateway_process_to_chdb_through_kafka_read_back_by_export(cluster: Clus
 
 def test_retried_batches_and_respread_events_surface_once(cluster: Cluster) -> None:
     worker = cluster.worker(consumers=2)
-    wait_all_assigned(worker)
+    wait_all_assigned(worker, cluster.raw_topic)
     gateway = cluster.gateway()
     events = make_events(1200, "s2")
     requests = [events[:600]] * 3  # the same batch retried three times
