@@ -8,6 +8,8 @@ TESTDEPS := $(VENV)/.test-installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 DATA ?= ./footfall-data
+# pytest-xdist processes for the parallel phase of `make test` (one per core here).
+TEST_WORKERS ?= 2
 TYPECHECK := build/typecheck/footfall
 
 .PHONY: install install-test run test test-unit lint bench clean
@@ -44,7 +46,8 @@ lint: install-test
 	$(VENV)/bin/mypy
 
 # Runs the gates, starts local Kafka and Redis (deploy/local) unless FOOTFALL_KAFKA_BOOTSTRAP /
-# FOOTFALL_REDIS_URL already name them, runs the whole suite, stops what it started.
+# FOOTFALL_REDIS_URL already name them, runs the whole suite (in parallel, then the `serial`
+# tests that restart those services, alone), stops what it started.
 test: lint
 	@set -euo pipefail; \
 	started=""; \
@@ -52,7 +55,11 @@ test: lint
 	  env_out="$$(deploy/local/services.sh start)" || exit 1; eval "$$env_out"; started=1; \
 	fi; \
 	trap '[ -n "$$started" ] && deploy/local/services.sh stop >&2 || true' EXIT; \
-	$(PY) -m pytest $(PYTEST_ARGS)
+	rc=0; \
+	$(PY) -m pytest -n $(TEST_WORKERS) -m "not serial" $(PYTEST_ARGS) || rc=$$?; \
+	echo "make: the serial phase (tests that stop and restart Kafka or Redis)"; \
+	$(PY) -m pytest -m serial $(PYTEST_ARGS) || { s=$$?; [ $$s -eq 5 ] || rc=$$s; }; \
+	exit $$rc
 
 test-unit: install-test
 	$(PY) -m pytest tests/unit tests/oracle -n 2 $(PYTEST_ARGS)

@@ -5,6 +5,8 @@
   may not skip: a skip becomes a failure, so CI can never go green by not testing.
   Tests marked `docker` (testcontainers-only scenarios) are exempt, since CI has no
   Docker engine.
+* Every test under `tests/fault/` is marked `serial`: it stops and restarts the Kafka or
+  Redis that the other tests share, so `make test` runs those alone after the parallel phase.
 * A test that is not marked for IO (kafka, redis, warehouse, e2e, docker) cannot reach it
   by accident: `_no_io` makes every socket connection and every warehouse client fail
   loudly (the Snuba pattern). Unit tests drive apps through `httpx.ASGITransport` and the
@@ -49,6 +51,12 @@ def _no_io(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> I
     monkeypatch.setattr(socket, "create_connection", _refuse("a network connection"))
     monkeypatch.setattr(clickhouse_connect, "get_client", _refuse("a warehouse client"))
     yield
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.parent.name == "fault" and item.path.parent.parent.name == "tests":
+            item.add_marker(pytest.mark.serial)
 
 
 def _in_ci() -> bool:

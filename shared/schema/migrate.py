@@ -41,13 +41,14 @@ def discover() -> list[tuple[int, str, list[str]]]:
     return found
 
 
-def apply_migrations(warehouse: Warehouse) -> list[int]:
-    """Run every migration not yet recorded; return the versions applied now."""
+def apply_migrations(warehouse: Warehouse, *, upto: int | None = None) -> list[int]:
+    """Run every migration not yet recorded (those numbered at most `upto`, if given: the
+    upgrade tests build a store of an earlier schema version); return the versions applied now."""
     warehouse.command(_LEDGER)
     done = {row[0] for row in warehouse.query("SELECT version FROM schema_migrations FINAL")}
     applied = []
     for version, name, statements in discover():
-        if version in done:
+        if version in done or (upto is not None and version > upto):
             continue
         for statement in statements:
             warehouse.command(statement)

@@ -95,7 +95,12 @@ def build_env(
         repo.add_project_credential(pid, "secret", secret_of(pid))
         repo.add_project_credential(pid, "token", f"report-token-{pid}")
         repo.grant(sa_id, pid, "owner")
-    authenticator = Authenticator(repo.load_directory())
+    return app_for(warehouse, zones, settings)
+
+
+def app_for(warehouse: ClickHouseWarehouse, zones: dict[int, str], settings: QuerySettings | None = None) -> ReportEnv:
+    """The app over a store whose projects and credentials exist already."""
+    authenticator = Authenticator(MetadataRepository(warehouse).load_directory())
     settings = settings or QuerySettings(rate_per_hour=0, concurrency=0)
     routes = ingestion_routes(authenticator, EmbeddedSink(warehouse, Enricher(None)), ImportLimits())
     counter = query_app.cohort_counter(warehouse, settings)
