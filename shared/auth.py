@@ -9,6 +9,13 @@ The three import credentials of the interface, and the two of the query interfac
 
 Mixpanel's Basic parser also accepts the colon-joined credentials in plain text after
 `Basic `; so does this one.
+
+Checked on every request, against the current snapshot (swapped atomically by `replace`):
+a service account's expiry (401 "service account expired" from the moment it passes, not at
+the next reload), and the region of the project (semantics-2 §15.1: a project of another
+region is refused with 403 naming its region and, when configured, that region's URL). The
+management interface's organization routes authenticate the account alone (`account_async`);
+what a role may do is `footfall.shared.permissions`.
 """
 
 from __future__ import annotations
@@ -21,11 +28,16 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from footfall.shared import credentials
+from footfall.shared.config import RegionSettings
 from footfall.shared.credentials import Role, VerifiedCache
 from footfall.shared.errors import AuthError
-from footfall.shared.metadata import Directory, Project
+from footfall.shared.metadata import Directory, Project, ServiceAccount
+from footfall.shared.permissions import require
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -142,6 +154,19 @@ class LoginThrottle:
         self._failures.pop(("pair", f"{username}\0{address}"), None)
 
 
+def check_region(region: RegionSettings, project: Project) -> Project:
+    """403 for a project of another region (§15.1), naming that region's URL when configured."""
+    if project.region and project.region != region.region:
+        url = region.url_of(project.region)
+        where = f": use {url}" if url else ""
+        raise AuthError(
+            403,
+            f"project {project.project_id} is in region {project.region}, not in this deployment's region"
+            f" {region.region}{where}",
+        )
+    return project
+
+
 def _off_loop() -> None:
     """Secret checks may cost a scrypt (~50 ms): never on an event loop's thread."""
     try:
@@ -157,30 +182,53 @@ class Authenticator:
 
     The request path calls the `*_async` methods: they consult the throttle, then verify
     in a worker thread. The blocking methods (`authenticate`, `for_import`, `for_query`)
-    refuse to run on an event loop's thread.
+    refuse to run on an event loop's thread. `on_login(sa_id)` (optional) is told of every
+    successful service-account login (`footfall.shared.metadata.UsageRecorder.note`).
     """
 
-    def __init__(self, directory: Directory, *, throttle: LoginThrottle | None = None) -> None:
+    def __init__(
+        self,
+        directory: Directory,
+        *,
+        throttle: LoginThrottle | None = None,
+        region: RegionSettings | None = None,
+        clock: Callable[[], float] = time.time,
+        on_login: Callable[[int], None] | None = None,
+    ) -> None:
         self.directory = directory
         self.throttle = throttle or LoginThrottle()
+        self.region = region or RegionSettings()
+        self.clock = clock
+        self.on_login = on_login
         self._verified = VerifiedCache()
 
     def replace(self, directory: Directory) -> None:
         self.directory = directory
 
+    def check_region(self, project: Project) -> Project:
+        return check_region(self.region, project)
+
     def _project(self, project_id: int) -> Project:
         project = self.directory.projects.get(project_id)
         if project is None:
             raise AuthError(403, f"project {project_id} does not exist or is not accessible")
-        return project
+        return self.check_region(project)
 
-    def _service_account(self, username: str, secret: str, project_id: int | None) -> Principal:
+    def _account(self, username: str, secret: str) -> ServiceAccount:
         account = self.directory.accounts.get(username)
         if account is None:
             credentials.verify_secret(secret, credentials.decoy_hash())  # same cost as a wrong secret
             raise AuthError(401, "Invalid credentials")
         if not self._verified.verify(secret, account.secret_hash):
             raise AuthError(401, "Invalid credentials")
+        if account.expired(int(self.clock() * 1000)):
+            raise AuthError(401, "the service account has expired")
+        if self.on_login is not None:
+            self.on_login(account.sa_id)
+        return account
+
+    def _service_account(self, username: str, secret: str, project_id: int | None) -> Principal:
+        account = self._account(username, secret)
         if project_id is None:
             raise AuthError(400, "project_id is required when authenticating with a service account")
         role = account.roles.get(project_id)
@@ -219,6 +267,18 @@ class Authenticator:
             raise AuthError(403, "importing requires a service account with role Owner or Admin")
         return principal
 
+    def account(self, header: str | None) -> ServiceAccount:
+        """The service account of Basic `username:secret` (no project): the management
+        interface's organization routes. Anything else (none, a project secret) is 401."""
+        _off_loop()
+        creds = parse_basic(header)
+        if creds is None:
+            raise AuthError(401, "Missing credentials: use HTTP Basic authentication with a service account")
+        username, password = creds
+        if not password:
+            raise AuthError(401, "the management interface needs service-account credentials")
+        return self._account(username, password)
+
     def project_for_token(self, token: str) -> Project | None:
         """The project whose token `token` is, or None (`/track`'s `properties.token`).
 
@@ -226,10 +286,30 @@ class Authenticator:
         on the event loop, once per distinct token of a request.
         """
         pid = _lookup(self.directory.tokens, token)
-        return None if pid is None else self.directory.projects.get(pid)
+        project = None if pid is None else self.directory.projects.get(pid)
+        return None if project is None else self.check_region(project)
 
     def for_query(self, header: str | None, project_id_param: str | None) -> Principal:
         return self.authenticate(header, project_id_param, allow_token=False)
+
+    def identify(self, header: str | None) -> None:
+        """Check the credentials alone (a service account's secret, or a project secret),
+        before a project is named: a request body is read only once this passed."""
+        _off_loop()
+        creds = parse_basic(header)
+        if creds is None:
+            raise AuthError(401, "Missing credentials: use HTTP Basic authentication")
+        username, password = creds
+        if password:
+            account = self.directory.accounts.get(username)
+            if account is None:
+                credentials.verify_secret(password, credentials.decoy_hash())  # same cost as a wrong secret
+                raise AuthError(401, "Invalid credentials")
+            if not self._verified.verify(password, account.secret_hash):
+                raise AuthError(401, "Invalid credentials")
+            return
+        if not username or _lookup(self.directory.secrets, username) is None:
+            raise AuthError(401, "Invalid credentials")
 
     def for_management(
         self,
@@ -238,33 +318,36 @@ class Authenticator:
         *,
         write_roles: tuple[str, ...] = (),
         action: str = "this change",
+        permission: str | None = None,
     ) -> Principal:
-        """A service account that is a member of the project; with `write_roles`, one of those roles."""
+        """A service account that is a member of the project; with `write_roles`, one of those
+        roles; with `permission` (an `footfall.shared.permissions.Action`), a role the matrix
+        allows it."""
         principal = self.authenticate(header, project_id_param, allow_token=False)
         if principal.via != "service_account":
             raise AuthError(401, "the management interface needs service-account credentials")
         if write_roles and principal.role not in write_roles:
             names = " or ".join(r.capitalize() for r in write_roles)
             raise AuthError(403, f"{action} requires a service account with role {names}")
+        if permission is not None:
+            require(principal, permission)
         return principal
 
-    async def _verified_off_loop(
-        self, header: str | None, client: str | None, check: Callable[[], Principal]
-    ) -> Principal:
+    async def _verified_off_loop(self, header: str | None, client: str | None, check: Callable[[], _T]) -> _T:
         creds = parse_basic(header)
         username = creds[0] if creds is not None and creds[1] else None  # a service-account login
         address = client or "unknown"
         if username is not None:
             self.throttle.check(username, address)
         try:
-            principal = await asyncio.to_thread(check)
+            verified = await asyncio.to_thread(check)
         except AuthError as exc:
             if username is not None and exc.status == 401:
                 self.throttle.failed(username, address)
             raise
         if username is not None:
             self.throttle.succeeded(username, address)
-        return principal
+        return verified
 
     async def for_import_async(
         self, header: str | None, project_id_param: str | None, *, client: str | None = None
@@ -276,6 +359,10 @@ class Authenticator:
     ) -> Principal:
         return await self._verified_off_loop(header, client, lambda: self.for_query(header, project_id_param))
 
+    async def identify_async(self, header: str | None, *, client: str | None = None) -> None:
+        """`identify`, throttled and off the event loop like the other checks."""
+        await self._verified_off_loop(header, client, lambda: self.identify(header))
+
     async def for_management_async(
         self,
         header: str | None,
@@ -284,9 +371,16 @@ class Authenticator:
         client: str | None = None,
         write_roles: tuple[str, ...] = (),
         action: str = "this change",
+        permission: str | None = None,
     ) -> Principal:
         return await self._verified_off_loop(
             header,
             client,
-            lambda: self.for_management(header, project_id_param, write_roles=write_roles, action=action),
+            lambda: self.for_management(
+                header, project_id_param, write_roles=write_roles, action=action, permission=permission
+            ),
         )
+
+    async def account_async(self, header: str | None, *, client: str | None = None) -> ServiceAccount:
+        """`account`, off the event loop, through the login throttle."""
+        return await self._verified_off_loop(header, client, lambda: self.account(header))

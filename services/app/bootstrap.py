@@ -21,11 +21,14 @@ from footfall.shared.metadata import MetadataRepository
 BOOTSTRAP_FILE = "bootstrap.json"
 
 
-def bootstrap_if_empty(repo: MetadataRepository, fixed: BootstrapSettings, data_dir: Path) -> dict[str, Any] | None:
-    """Create the default project when there is none; return the new credentials or None."""
+def bootstrap_if_empty(
+    repo: MetadataRepository, fixed: BootstrapSettings, data_dir: Path, *, region: str = ""
+) -> dict[str, Any] | None:
+    """Create the default project (in organization 1 and the deployment's `region`) when
+    there is none; return the new credentials or None."""
     if repo.list_projects():
         return None
-    project = repo.create_project("Default", "UTC", project_id=1)
+    project = repo.create_project("Default", "UTC", project_id=1, region=region)
     token = fixed.token or credentials.new_token()
     secret = fixed.secret or credentials.new_secret()
     username = fixed.sa_username or credentials.new_username(project.project_id)

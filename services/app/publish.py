@@ -35,7 +35,7 @@ def publish_directory(settings: ManagementSettings) -> Directory:
     if not settings.kafka.bootstrap:
         raise SystemExit("footfall directory publish needs FOOTFALL_KAFKA_BOOTSTRAP")
     if not settings.store.warehouse_dsn:
-        settings.store.data_dir.mkdir(parents=True, exist_ok=True)
+        settings.store.make_data_dir()
     warehouse = open_warehouse(settings.store.dsn)
     try:
         apply_migrations(warehouse)

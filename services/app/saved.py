@@ -18,7 +18,7 @@ or credentials that are not a service account), 403 (not a member, role too low)
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import orjson
@@ -34,13 +34,27 @@ from footfall.shared.expr import check_expr, parse_expr
 from footfall.shared.saved import SavedStore, parse_bookmark, parse_funnel
 from footfall.shared.web import Interface, json_response, plain_error, read_body
 
-__all__ = ["MANAGEMENT", "WRITE_ROLES", "check_expression", "saved_routes"]
+__all__ = ["ERROR_TYPE_HEADER", "MANAGEMENT", "WRITE_ROLES", "check_expression", "management_error", "saved_routes"]
 
 WRITE_ROLES = (Role.OWNER, Role.ADMIN)
 MAX_BODY = 256 * 1024
 
+# An error that names its kind (the experiments API's `type`, semantics-2 §16.3) carries it in
+# this header entry; the renderer moves it into the body and does not send the header.
+ERROR_TYPE_HEADER = "X-Footfall-Error-Type"
+
+
+def management_error(request: Request, status: int, message: str, headers: Mapping[str, str]) -> Response:
+    """`{"error", "status": "error"}`, plus `"type"` when the error names its kind."""
+    kind = headers.get(ERROR_TYPE_HEADER)
+    if kind is None:
+        return plain_error(request, status, message, headers)
+    rest = {k: v for k, v in headers.items() if k != ERROR_TYPE_HEADER}
+    return json_response({"status": "error", "type": kind, "error": message}, status, rest)
+
+
 # The management interface's error shape: `{"error": "...", "status": "error"}`.
-MANAGEMENT = Interface("management", ("/api/app/",), plain_error)
+MANAGEMENT = Interface("management", ("/api/app/",), management_error)
 
 
 def check_expression(text: str) -> None:

@@ -8,7 +8,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from footfall.shared.config import BootstrapSettings, Env, KafkaSettings, LogSettings, StoreSettings
+from footfall.shared.config import BootstrapSettings, Env, KafkaSettings, LogSettings, RegionSettings, StoreSettings
+
+DEFAULT_URL = "http://127.0.0.1:8000"
 
 
 @dataclass(frozen=True)
@@ -17,6 +19,9 @@ class ManagementSettings:
     store: StoreSettings = field(default_factory=StoreSettings)
     kafka: KafkaSettings = field(default_factory=KafkaSettings)
     bootstrap: BootstrapSettings = field(default_factory=BootstrapSettings)
+    region: RegionSettings = field(default_factory=RegionSettings)  # FOOTFALL_REGION, FOOTFALL_REGION_URLS
+    url: str = DEFAULT_URL  # FOOTFALL_URL: the server of `projects`/`service-accounts` over HTTP
+    user: str = ""  # FOOTFALL_USER: USERNAME:SECRET of a service account; set = over HTTP
 
     @classmethod
     def from_env(cls, values: Mapping[str, str] | None = None, *, data_dir: Path | None = None) -> ManagementSettings:
@@ -26,10 +31,10 @@ class ManagementSettings:
             StoreSettings.from_env(env, data_dir),
             KafkaSettings.from_env(env),
             BootstrapSettings.from_env(env),
+            RegionSettings.from_env(env),
+            env.text("URL", DEFAULT_URL) or DEFAULT_URL,
+            env.text("USER"),
         )
-
-
-DEFAULT_URL = "http://127.0.0.1:8000"
 
 
 @dataclass(frozen=True)

@@ -7,13 +7,14 @@ bad one, so it answers 503 (retry later), not 401.
 from __future__ import annotations
 
 from footfall.shared.auth import Authenticator, Principal
+from footfall.shared.config import RegionSettings
 from footfall.shared.errors import UnavailableError
 from footfall.shared.metadata import Directory, Project
 
 
 class FollowedAuthenticator(Authenticator):
-    def __init__(self) -> None:
-        super().__init__(Directory())
+    def __init__(self, region: RegionSettings | None = None) -> None:
+        super().__init__(Directory(), region=region)
         self.loaded = False
 
     def replace(self, directory: Directory) -> None:

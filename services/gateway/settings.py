@@ -1,5 +1,6 @@
-"""What `footfall gateway` reads from its environment: logging, Kafka, the import limits and
-the trusted proxies (`FOOTFALL_TRUSTED_PROXIES`, see `addresses.py`)."""
+"""What `footfall gateway` reads from its environment: logging, Kafka, the import limits, the
+trusted proxies (`FOOTFALL_TRUSTED_PROXIES`, see `addresses.py`) and Redis
+(`FOOTFALL_REDIS_URL`: the import rate limit's shared window, see `ratelimit.py`)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from footfall.services.gateway.addresses import Network, parse_networks
-from footfall.shared.config import PREFIX, ConfigError, Env, ImportLimits, KafkaSettings, LogSettings
+from footfall.shared.config import PREFIX, ConfigError, Env, ImportLimits, KafkaSettings, LogSettings, RegionSettings
 
 
 @dataclass(frozen=True)
@@ -16,6 +17,8 @@ class GatewaySettings:
     kafka: KafkaSettings = field(default_factory=KafkaSettings)
     limits: ImportLimits = field(default_factory=ImportLimits)
     trusted_proxies: tuple[Network, ...] = ()  # peers whose X-Forwarded-For is believed
+    region: RegionSettings = field(default_factory=RegionSettings)  # projects of another region: 403
+    redis_url: str = ""  # the import rate limit's window, shared by every gateway
 
     @classmethod
     def from_env(cls, values: Mapping[str, str] | None = None) -> GatewaySettings:
@@ -29,4 +32,5 @@ class GatewaySettings:
             KafkaSettings.from_env(env),
             ImportLimits.from_env(env),
             trusted_proxies=trusted_proxies,
+            redis_url=env.text("REDIS_URL"),
         )

@@ -100,7 +100,14 @@ class DirectoryPublisher:
 
 class DirectoryRefresher:
     """A metadata owner's loop: load the directory, apply it locally, publish it when it
-    changed (and every `republish_seconds` anyway, in case the topic was recreated)."""
+    changed (and every `republish_seconds` anyway, in case the topic was recreated).
+
+    Without a publisher it is the reload loop of a process that reads the store (`footfall
+    serve`, `footfall query`). `changed()` runs one refresh at once: the management interface
+    calls it after each write, so a revocation holds in the writing process immediately and
+    reaches the gateways with the publish, not only with the next tick. Refreshes are
+    serialised, so a slow load started before a write can never be applied after a newer one.
+    """
 
     def __init__(
         self,
@@ -119,18 +126,28 @@ class DirectoryRefresher:
         self._published: dict[str, Any] | None = None
         self._published_at = 0.0
         self._task: asyncio.Task[None] | None = None
+        self._lock = asyncio.Lock()
 
     async def refresh(self) -> None:
-        directory = await self.load()
-        self.apply(directory)
-        if self.publisher is None:
-            return
-        content = directory.to_dict()
-        stale = time.monotonic() - self._published_at > self.republish_seconds
-        if content != self._published or stale:
-            await self.publisher.publish(directory)
-            self._published = content
-            self._published_at = time.monotonic()
+        async with self._lock:
+            directory = await self.load()
+            self.apply(directory)
+            if self.publisher is None:
+                return
+            content = directory.to_dict()
+            stale = time.monotonic() - self._published_at > self.republish_seconds
+            if content != self._published or stale:
+                await self.publisher.publish(directory)
+                self._published = content
+                self._published_at = time.monotonic()
+
+    async def changed(self) -> None:
+        """Refresh now, after a metadata write. A failure is logged, not raised: the write is
+        done, and the loop retries within `interval` seconds."""
+        try:
+            await self.refresh()
+        except Exception as exc:
+            log.warning("directory_refresh_failed", error=str(exc)[:500])
 
     async def start(self) -> None:
         try:

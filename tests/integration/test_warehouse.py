@@ -147,10 +147,11 @@ HOSTILE = [
 def test_parameters_are_data_not_sql(clean_warehouse: ClickHouseWarehouse, value: str) -> None:
     assert clean_warehouse.query("SELECT {v:String}", {"v": value}) == [(value,)]
     repo = MetadataRepository(clean_warehouse)
-    repo.create_project(value, "UTC", project_id=7)
-    rows = clean_warehouse.query("SELECT project_id FROM projects FINAL WHERE name = {n:String}", {"n": value})
+    name = value.replace("\n", " ").replace("\t", " ")  # project names refuse control characters (issue 12)
+    repo.create_project(name, "UTC", project_id=7)
+    rows = clean_warehouse.query("SELECT project_id FROM projects FINAL WHERE name = {n:String}", {"n": name})
     assert rows == [(7,)]
-    assert [p.name for p in repo.list_projects()] == [value]
+    assert [p.name for p in repo.list_projects()] == [name]
     assert "events" in tables(clean_warehouse)
 
 
