@@ -1,0 +1,166 @@
+"""Migration throughput: an Amplitude export (zip of gzipped NDJSON per hour, the real format)
+served by a local stand-in, migrated by the migration service of a `footfall serve` subprocess
+(embedded chDB store) through the same validator and store step as `/import`.
+
+The export is generated once into day files (so the stand-in holds nothing in memory); the job
+covers every day. Measured: events imported per second from the 202 to `succeeded`, and the
+serve process's peak RSS (VmHWM), which holds the job, the store and the query service.
+Target (issue 14): 2,000,000 events at >= 30,000 events/s with peak RSS < 500 MB.
+
+    python -m bench migrate_amplitude                  # 2,000,000 events
+    python -m bench.migrate_amplitude --events 200000  # a quicker run
+Result: bench/results/migrate_amplitude.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import io
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+import zipfile
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import FileResponse, Response
+from starlette.routing import Route
+
+from bench._common import BOOTSTRAP_ENV, REPO, free_port, wait_healthy, write_result
+
+FIRST = datetime(2026, 9, 1, tzinfo=UTC)
+PER_DAY = 200_000
+
+
+def record(rng: random.Random, t: datetime, i: int) -> dict[str, Any]:
+    u = rng.randrange(50_000)
+    stamp = t.strftime("%Y-%m-%d %H:%M:%S.%f")
+    return {
+        "app": 1,
+        "event_type": f"event_{rng.randrange(40):02d}",
+        "event_time": stamp,
+        "server_upload_time": stamp,
+        "user_id": f"user-{u}",
+        "device_id": f"dev-{u}",
+        "amplitude_id": u,
+        "event_id": i,
+        "session_id": int(t.timestamp()) * 1000,
+        "uuid": str(uuid.UUID(int=rng.getrandbits(128))),
+        "city": "Berlin",
+        "country": rng.choice(["Germany", "United States", "France"]),
+        "os_name": rng.choice(["ios", "android"]),
+        "platform": "iOS",
+        "event_properties": {"amount": rng.randrange(100), "plan": rng.choice(["free", "pro"])},
+        "user_properties": {"tier": rng.choice(["a", "b"]), "initial_utm_source": "EMPTY"},
+    }
+
+
+def generate(folder: Path, events: int) -> int:
+    rng = random.Random(1)
+    days = max(1, -(-events // PER_DAY))
+    made = 0
+    for d in range(days):
+        day = FIRST + timedelta(days=d)
+        n = min(PER_DAY, events - made)
+        with zipfile.ZipFile(folder / day.strftime("%Y%m%d.zip"), "w", zipfile.ZIP_STORED) as archive:
+            for h in range(24):
+                count = n // 24 + (1 if h < n % 24 else 0)
+                lines = io.BytesIO()
+                for i in range(count):
+                    t = day + timedelta(hours=h, seconds=rng.randrange(3600))
+                    lines.write(orjson.dumps(record(rng, t, made + i)) + b"\n")
+                made += count
+                archive.writestr(f"1/1_{day:%Y-%m-%d}_{h}#0.json.gz", gzip.compress(lines.getvalue(), 1))
+    return days
+
+
+def stand_in(folder: Path) -> Starlette:
+    async def export(request: Request) -> Response:
+        path = folder / f"{request.query_params.get('start', '')[:8]}.zip"
+        return FileResponse(path) if path.exists() else Response(status_code=404)
+
+    return Starlette(routes=[Route("/api/2/export", export)])
+
+
+def peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--events", type=int, default=2_000_000)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="footfall-bench-") as tmp:
+        folder = Path(tmp) / "export"
+        folder.mkdir()
+        started = time.perf_counter()
+        days = generate(folder, args.events)
+        print(f"generated {args.events} events in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+        port = free_port()
+        server = uvicorn.Server(uvicorn.Config(stand_in(folder), port=port, log_level="error", lifespan="off"))
+        threading.Thread(target=server.run, daemon=True).start()
+        serve_port = free_port()
+        env = {
+            **os.environ,
+            **BOOTSTRAP_ENV,
+            "FOOTFALL_LOG_LEVEL": "warning",
+            "FOOTFALL_MIGRATE_AMPLITUDE_URL": f"http://127.0.0.1:{port}",
+        }
+        command = [sys.executable, "-m", "footfall.services.cli", "serve", "--port", str(serve_port)]
+        proc = subprocess.Popen(
+            [*command, "--data", str(Path(tmp) / "data")],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        base = f"http://127.0.0.1:{serve_port}"
+        try:
+            wait_healthy(base)
+            token = BOOTSTRAP_ENV["FOOTFALL_BOOTSTRAP_TOKEN"]
+            last = (FIRST + timedelta(days=days - 1)).date().isoformat()
+            body = {"AMPLITUDE_API_KEY": "k", "AMPLITUDE_API_SECRET": "s", "MIXPANEL_TOKEN": token}
+            body |= {"START_DATE": FIRST.date().isoformat(), "END_DATE": last}
+            started = time.perf_counter()
+            job = httpx.post(f"{base}/migrate/amplitude", json=body, timeout=30).json()["results"]
+            while job["state"] in ("queued", "running"):
+                time.sleep(0.5)
+                job = httpx.get(f"{base}/migrate/jobs/{job['id']}", auth=(token, ""), timeout=30).json()["results"]
+            seconds = time.perf_counter() - started
+            rss = peak_rss_mb(proc.pid)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+            server.should_exit = True
+    imported = job["counts"]["events_imported"]
+    write_result(
+        "migrate_amplitude",
+        {
+            "events": args.events,
+            "state": job["state"],
+            "events_imported": imported,
+            "seconds": round(seconds, 1),
+            "events_per_second": round(imported / seconds),
+            "peak_rss_mb_serve": round(rss),
+            "target": {"events_per_second": 30_000, "peak_rss_mb": 500},
+        },
+    )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

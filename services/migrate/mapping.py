@@ -1,0 +1,291 @@
+"""Source records → the `/import` items and profile updates they become (§14.4–14.6). Pure.
+
+An Amplitude export line becomes an `/import` event object (`{"event", "properties"}` with
+`time` in ms, `distinct_id` and `$insert_id` set), which then passes the one validator with
+`strict=1` like any import; the profile candidate of §14.5 is kept per chunk and user.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import pycountry
+
+from footfall.shared.events.validate import RESERVED_IDS
+
+__all__ = [
+    "MARKER_SOURCE",
+    "AmplitudeEvent",
+    "Malformed",
+    "amplitude_event",
+    "amplitude_insert_id",
+    "country_code",
+    "mixpanel_event",
+    "parse_time",
+    "profile_update",
+]
+
+MARKER_SOURCE = "amplitude-to-mixpanel"
+_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+_INSERT_ID = re.compile(r"[A-Za-z0-9-]{1,36}")
+_TIME_FIELDS = ("event_time", "client_event_time", "server_received_time", "server_upload_time")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+# Top-level fields renamed onto Footfall's properties.
+_MAPPED = {
+    "city": "$city",
+    "region": "$region",
+    "os_name": "$os",
+    "os_version": "$os_version",
+    "device_brand": "$brand",
+    "device_manufacturer": "$manufacturer",
+    "device_model": "$model",
+    "version_name": "$app_version_string",
+}
+_CONSUMED = frozenset(
+    {
+        "event_type",
+        "event_properties",
+        "user_properties",
+        "groups",
+        "country",
+        "ip_address",
+        "uuid",
+        "$insert_id",
+        "user_id",
+        "device_id",
+        "event_time",
+        "client_event_time",
+        "client_upload_time",
+        "server_received_time",
+        "server_upload_time",
+        "processed_time",
+        "user_creation_time",
+        "data",
+        "global_user_properties",
+        "group_properties",
+        "$schema",
+        "$insert_key",
+        "amplitude_attribution_ids",
+    }
+    | set(_MAPPED)
+)
+# Country names the export uses (MaxMind's short names) that ISO 3166's names do not match.
+_COUNTRY_ALIASES = {
+    "russia": "RU",
+    "south korea": "KR",
+    "north korea": "KP",
+    "iran": "IR",
+    "syria": "SY",
+    "vietnam": "VN",
+    "laos": "LA",
+    "bolivia": "BO",
+    "venezuela": "VE",
+    "tanzania": "TZ",
+    "moldova": "MD",
+    "czech republic": "CZ",
+    "macedonia": "MK",
+    "turkey": "TR",
+    "hong kong": "HK",
+    "macao": "MO",
+    "palestine": "PS",
+    "republic of korea": "KR",
+    "taiwan": "TW",
+    "brunei": "BN",
+    "cape verde": "CV",
+    "ivory coast": "CI",
+    "swaziland": "SZ",
+    "the netherlands": "NL",
+    "kosovo": "XK",
+}
+
+
+class Malformed(ValueError):
+    """A line that is no event: counted under `events_invalid[reason]`."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@functools.lru_cache(maxsize=4096)
+def country_code(name: str) -> str | None:
+    """ISO 3166-1 alpha-2 of a country name (or code), or None."""
+    text = name.strip()
+    if not text:
+        return None
+    alias = _COUNTRY_ALIASES.get(text.lower())
+    if alias:
+        return alias
+    try:
+        return str(pycountry.countries.lookup(text).alpha_2)
+    except LookupError:
+        return None
+
+
+def parse_time(value: Any) -> int | None:
+    """Milliseconds of an Amplitude time text (UTC unless it names a zone), sub-ms truncated."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value.strip())
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    delta = moment - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
+
+
+def _identity(value: Any) -> str | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    text = str(value) if isinstance(value, int | float) else value
+    if not isinstance(text, str) or not text or text.strip().lower() in RESERVED_IDS:
+        return None
+    return text
+
+
+def _hash_part(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)  # decimal
+    return str(value)
+
+
+def amplitude_insert_id(record: dict[str, Any]) -> str:
+    """§14.4 step 4: the uuid, else a valid `$insert_id`, else a hash of the record's identity."""
+    uuid = record.get("uuid")
+    if isinstance(uuid, str) and len(uuid) == 36 and _UUID.fullmatch(uuid):
+        return uuid.lower()
+    raw = record.get("$insert_id")
+    if isinstance(raw, str) and _INSERT_ID.fullmatch(raw) and raw.lower() not in RESERVED_IDS:
+        return raw
+    parts = ["amplitude"] + [
+        _hash_part(record.get(k))
+        for k in ("app", "$insert_id", "event_type", "event_time", "device_id", "user_id", "event_id", "session_id")
+    ]
+    return hashlib.sha256("\n".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class AmplitudeEvent:
+    item: dict[str, Any]  # the /import event object
+    user_keys: frozenset[str]  # properties copied from user_properties (dropped first when too large)
+    uid: str | None
+    time_ms: int
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def amplitude_event(record: Any, job_id: str) -> AmplitudeEvent:
+    """One export line (decoded JSON) → the event it imports as; raises `Malformed`."""
+    if not isinstance(record, dict):
+        raise Malformed("malformed")
+    event = record.get("event_type")
+    if not isinstance(event, str) or not event:
+        raise Malformed("malformed")
+    time_ms = None
+    for name in _TIME_FIELDS:
+        time_ms = parse_time(record.get(name))
+        if time_ms is not None:
+            break
+    if time_ms is None:
+        raise Malformed("properties.time")
+    uid, did = _identity(record.get("user_id")), _identity(record.get("device_id"))
+    props: dict[str, Any] = {k: v for k, v in record.items() if k not in _CONSUMED and v is not None}
+    user_props = {k: v for k, v in _dict(record.get("user_properties")).items() if v is not None}
+    props.update(user_props)
+    props.update({k: v for k, v in _dict(record.get("groups")).items() if v is not None})
+    own = {k: v for k, v in _dict(record.get("event_properties")).items() if v is not None}
+    props.update(own)
+    user_keys = frozenset(k for k in user_props if k not in own)
+    for source, target in _MAPPED.items():
+        value = record.get(source)
+        if value is not None and value != "":
+            props[target] = value
+    country = record.get("country")
+    if isinstance(country, str) and country:
+        code = country_code(country)
+        if code:
+            props["mp_country_code"] = code
+        else:
+            props["country"] = country
+    ip = record.get("ip_address")
+    if isinstance(ip, str) and ip and not (record.get("city") or record.get("region") or country):
+        props["ip"] = ip
+    props["time"] = time_ms
+    props["distinct_id"] = uid or did or ""
+    props["$insert_id"] = amplitude_insert_id(record)
+    if uid:
+        props["$user_id"] = uid
+    if did:
+        props["$device_id"] = did
+    props["$import"] = True
+    props["$source"] = MARKER_SOURCE
+    props["$migration_job_id"] = job_id
+    return AmplitudeEvent({"event": event, "properties": props}, user_keys, uid, time_ms)
+
+
+def truncated(event: AmplitudeEvent) -> dict[str, Any]:
+    """The event without the properties copied from `user_properties` (§14.4 step 6)."""
+    props = {k: v for k, v in event.item["properties"].items() if k not in event.user_keys}
+    props["$migration_truncated"] = True
+    return {"event": event.item["event"], "properties": props}
+
+
+_PROFILE_FIELDS = {
+    "city": "$city",
+    "region": "$region",
+    "os_name": "$os",
+    "os_version": "$os_version",
+    "device_brand": "$brand",
+    "device_manufacturer": "$manufacturer",
+    "device_model": "$model",
+    "version_name": "$app_version_string",
+}
+
+
+def profile_update(record: dict[str, Any], uid: str, time_ms: int) -> dict[str, Any]:
+    """§14.5: the `/engage` update of the record that is a user's latest in its chunk."""
+    values: dict[str, Any] = {}
+    for k, v in _dict(record.get("user_properties")).items():
+        if v is None or (k.startswith("initial_") and v == "EMPTY"):
+            continue
+        values[k] = v
+    for source, target in _PROFILE_FIELDS.items():
+        value = record.get(source)
+        if value is not None and value != "":
+            values[target] = value
+    country = record.get("country")
+    code = country_code(country) if isinstance(country, str) else None
+    if code:
+        values["$country_code"] = code
+    return {"$distinct_id": uid, "$set": values, "$time": time_ms, "$ignore_time": True}
+
+
+def mixpanel_event(record: Any) -> dict[str, Any]:
+    """§14.6: an exported event as it is imported again (`time` in ms); raises `Malformed`."""
+    if not isinstance(record, dict) or not isinstance(record.get("event"), str):
+        raise Malformed("malformed")
+    props = record.get("properties")
+    if not isinstance(props, dict):
+        raise Malformed("malformed")
+    props = {k: v for k, v in props.items() if k != "mp_processing_time_ms"}
+    iid = props.get("$insert_id")
+    if not (isinstance(iid, str) and _INSERT_ID.fullmatch(iid) and iid.lower() not in RESERVED_IDS):
+        parts = [record["event"], _hash_part(props.get("time")), _hash_part(props.get("distinct_id"))]
+        props["$insert_id"] = hashlib.sha256("\n".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return {"event": record["event"], "properties": props}

@@ -1,0 +1,307 @@
+"""Amplitude migration jobs against the Export API stand-in, through the real runner.
+
+The sink collects what a job publishes (the ingestion streams' validated items), the job store
+is the in-memory twin; every published event and the profiles the updates make are compared
+with `reference.py` (plain Python from §14.4/§14.5) on generated data with the faults §14.3
+names: empty hours (404), a 429 burst, a day answering 504 (split into hours), a connection
+dropped mid-body, an oversized hour (the job fails, the same request resumes it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from dataclasses import replace
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from footfall.services.migrate.request import parse_request
+from footfall.services.migrate.runner import Runner
+from footfall.services.migrate.settings import MigrateSettings
+from footfall.services.migrate.store import Cipher, WarehouseJobStore
+from footfall.shared.errors import UnavailableError
+from footfall.shared.events import Event
+from footfall.shared.profiles.updates import ProfileUpdate
+from footfall.shared.streams import EVENTS, USER_UPDATES, Stream
+from footfall.shared.warehouse import ClickHouseWarehouse
+from tests.integration.migrate import reference
+from tests.integration.migrate.fake_amplitude import API_KEY, SECRET_KEY, Dataset, Faults, amplitude_app, serve
+
+FIRST = datetime(2026, 10, 1, tzinfo=UTC)
+DAYS = 4
+pytestmark = pytest.mark.warehouse  # the jobs live in the real `migration_jobs` table (chDB)
+
+KEY = b"ZmRmZGZkZmRmZGZkZmRmZGZkZmRmZGZkZmRmZGZkZmQ="  # a fixed Fernet key (tests only)
+
+
+class Collector:
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self.updates: list[ProfileUpdate] = []
+
+    async def publish(self, stream: Stream[Any], items: list[Any]) -> dict[int, str]:
+        if stream is EVENTS:
+            self.events.extend(items)
+        elif stream is USER_UPDATES:
+            self.updates.extend(items)
+        return {}
+
+
+@pytest.fixture(scope="module")
+def data() -> Dataset:
+    return Dataset.generate(FIRST, DAYS, per_day=150)
+
+
+@pytest.fixture
+def faults() -> Faults:
+    return Faults()
+
+
+@pytest.fixture
+def source(data: Dataset, faults: Faults) -> Iterator[str]:
+    with serve(amplitude_app(data, faults)) as url:
+        yield url
+
+
+def settings(url: str, **over: Any) -> MigrateSettings:
+    base = MigrateSettings(amplitude_url=url, amplitude_eu_url=url, backoff_base=0.01, backoff_max=0.05, retries=4)
+    base = replace(base, destination_patience=0.2)
+    return replace(base, **over)
+
+
+def body(**over: Any) -> bytes:
+    import orjson
+
+    fields = {
+        "AMPLITUDE_API_KEY": API_KEY,
+        "AMPLITUDE_API_SECRET": SECRET_KEY,
+        "MIXPANEL_TOKEN": "destination-token",
+        "START_DATE": FIRST.date().isoformat(),
+        "END_DATE": (FIRST + timedelta(days=DAYS - 1)).date().isoformat(),
+    } | over
+    return orjson.dumps(fields)
+
+
+async def run_job(runner: Runner, raw: bytes, project_id: int = 1) -> Any:
+    req = parse_request("amplitude", raw, today=date(2026, 11, 26))
+    job = await runner.submit(req, project_id)
+    await runner.tasks[job.id]
+    return await runner.get(project_id, job.id)
+
+
+@pytest.fixture
+def store(clean_warehouse: ClickHouseWarehouse) -> WarehouseJobStore:
+    return WarehouseJobStore(clean_warehouse)
+
+
+def new_runner(url: str, sink: Collector, store: WarehouseJobStore, **over: Any) -> Runner:
+    return Runner(store, store.warehouse.run, sink, settings(url, **over), Cipher(KEY))
+
+
+def published(events: list[Event]) -> dict[str, dict[str, Any]]:
+    return {
+        e.insert_id: {
+            "event": e.event,
+            "time_ms": e.time_ms,
+            "distinct_id": e.distinct_id,
+            "insert_id": e.insert_id,
+            "properties": e.properties,
+            "ip": e.ip,
+        }
+        for e in events
+    }
+
+
+def profiles_of(updates: list[ProfileUpdate]) -> dict[str, dict[str, Any]]:
+    """Fold `$set` updates: per property the value of the newest `$time` (then the later one)."""
+    slots: dict[str, dict[str, tuple[int, Any]]] = {}
+    for u in updates:
+        assert u.op == "$set" and u.ignore_time
+        slot = slots.setdefault(u.profile_id, {})
+        for k, v in u.value.items():
+            if k not in slot or u.time_ms >= slot[k][0]:
+                slot[k] = (u.time_ms, v)
+    return {p: {k: v for k, (_, v) in s.items()} for p, s in slots.items()}
+
+
+def chunks_of(data: Dataset, split_days: set[str]) -> list[list[dict[str, Any]]]:
+    """The records per chunk: a UTC upload day, or an upload hour on a split day."""
+    chunks: dict[str, list[dict[str, Any]]] = {}
+    for hour in sorted(data.by_hour):
+        if hour[:8] > (FIRST + timedelta(days=DAYS - 1)).strftime("%Y%m%d"):
+            continue
+        key = hour if hour[:8] in split_days else hour[:8]
+        chunks.setdefault(key, []).extend(data.by_hour[hour])
+    return [chunks[k] for k in sorted(chunks)]
+
+
+def test_a_migration_with_faults_imports_exactly_the_reference(
+    data: Dataset, faults: Faults, source: str, store: WarehouseJobStore
+) -> None:
+    split = (FIRST + timedelta(days=1)).strftime("%Y%m%d")
+    faults.burst_429 = 2
+    faults.split_days = {split}
+    faults.drop_once = {(FIRST + timedelta(days=2)).strftime("%Y%m%dT00")}
+    sink = Collector()
+    runner = new_runner(source, sink, store)
+    job = asyncio.run(run_job(runner, body()))
+
+    expected, invalid = reference.expected_events(data.uploaded(FIRST, DAYS), job.id)
+    assert job.state == "succeeded", job.error
+    assert published(sink.events) == expected
+    c = job.counts
+    assert (c.chunks_total, c.chunks_done) == (DAYS + 23, DAYS + 23)  # one day became 24 hours
+    assert c.events_read == len(data.uploaded(FIRST, DAYS))
+    assert c.events_imported == len(expected) and c.events_invalid == invalid
+    assert c.source_retries >= 3  # two 429s and the dropped body
+    assert c.first_event_time == min(e["time_ms"] for e in expected.values())
+    assert profiles_of(sink.updates) == reference.expected_profiles(chunks_of(data, {split}))
+    assert c.profiles_updated == len(reference.expected_profiles(chunks_of(data, {split})))
+    assert job.source_host == "127.0.0.1" and job.public()["counts"]["bytes_downloaded"] > 0
+    assert "api_secret" not in str(job.public()) and SECRET_KEY not in str(job.public())
+    # hours requested only for the split day; empty hours answered 404 and counted as done
+    hours = [r for r in faults.requests if r[0] == r[1]]
+    assert hours and all(h[0][:8] == split for h in hours) and len(hours) == 24
+
+    # re-running the window (a new job) publishes the same events: the dedup keys are the same
+    again = Collector()
+    second = asyncio.run(run_job(new_runner(source, again, store), body()))
+    assert {e.insert_id for e in again.events} == set(expected)
+    assert {(e.insert_id, e.time_ms, e.distinct_id, e.event) for e in again.events} == {
+        (e.insert_id, e.time_ms, e.distinct_id, e.event) for e in sink.events
+    }
+    assert second.id != job.id
+
+
+def test_an_oversized_hour_fails_the_job_and_the_same_request_resumes_it(
+    data: Dataset, faults: Faults, source: str, store: WarehouseJobStore
+) -> None:
+    day = (FIRST + timedelta(days=2)).strftime("%Y%m%d")
+    faults.too_large_days = {day}
+    faults.too_large_hours = {f"{day}T05"}
+    sink = Collector()
+
+    async def scenario() -> tuple[Any, Any, int]:
+        runner = new_runner(source, sink, store)
+        failed = await run_job(runner, body())
+        requests_before = len(faults.requests)
+        faults.too_large_hours.clear()
+        resumed = await run_job(runner, body())
+        return failed, resumed, requests_before
+
+    failed, resumed, before = asyncio.run(scenario())
+    assert failed.state == "failed" and failed.error.code == "hour_too_large"
+    assert failed.error.chunk == f"{day}T05"
+    assert failed.counts.chunks_done == 2 + 5  # two days, then hours 00–04 of the third
+    assert resumed.id == failed.id and resumed.state == "succeeded"
+    later = faults.requests[before:]
+    assert later[0] == (f"{day}T05", f"{day}T05")  # from the first unfinished chunk
+    expected, _ = reference.expected_events(data.uploaded(FIRST, DAYS), failed.id)
+    assert published(sink.events) == expected  # nothing lost, nothing twice
+    assert store.get(1, failed.id) is not None and store.get(1, failed.id)[1] == ""  # credentials erased
+
+
+def test_dry_run_reads_everything_and_writes_nothing(data: Dataset, source: str, store: WarehouseJobStore) -> None:
+    sink = Collector()
+    job = asyncio.run(run_job(new_runner(source, sink, store, event_limit=10), body(DRY_RUN="true")))
+    expected, invalid = reference.expected_events(data.uploaded(FIRST, DAYS), job.id)
+    profiles = reference.expected_profiles(chunks_of(data, set()))
+    assert job.state == "succeeded" and sink.events == [] and sink.updates == []
+    c = job.counts
+    assert (c.events_to_import, c.events_imported, c.profiles_to_update, c.profiles_updated) == (
+        len(expected),
+        0,
+        len(profiles),
+        0,
+    )
+    # past the event limit: DRY_RUN counts on
+    assert c.events_invalid == invalid and c.events_read == len(data.uploaded(FIRST, DAYS))
+
+
+def test_limits_rejections_and_the_region_fallback(data: Dataset, source: str, store: WarehouseJobStore) -> None:
+    sink = Collector()
+    limited = asyncio.run(run_job(new_runner(source, sink, store, event_limit=100), body()))
+    assert limited.state == "failed" and limited.error.code == "event_limit_exceeded"
+    assert len(sink.events) < 100
+
+    rejected = asyncio.run(run_job(new_runner(source, Collector(), store), body(AMPLITUDE_API_SECRET="wrong")))
+    assert rejected.state == "failed" and rejected.error.code == "source_credentials_rejected"
+
+    # REGION EU may name the destination's region: the EU host rejects the keys, the US host is tried
+    # once; with SOURCE_REGION the region is the source's own, and the rejection fails the job.
+    async def refuse(request: Request) -> Response:
+        return Response("Invalid credentials", status_code=401)
+
+    with serve(Starlette(routes=[Route("/api/2/export", refuse)])) as eu:
+        one_day = FIRST.date().isoformat()
+        job = asyncio.run(
+            run_job(new_runner(source, Collector(), store, amplitude_eu_url=eu), body(REGION="eu", END_DATE=one_day))
+        )
+        assert job.state == "succeeded", job.error
+        assert job.counts.events_imported > 0
+        explicit = asyncio.run(
+            run_job(
+                new_runner(source, Collector(), store, amplitude_eu_url=eu), body(SOURCE_REGION="EU", END_DATE=one_day)
+            )
+        )
+        assert explicit.state == "failed" and explicit.error.code == "source_credentials_rejected"
+
+
+def test_cancel_stops_a_running_job_and_the_same_request_resumes_it(
+    data: Dataset, faults: Faults, source: str, store: WarehouseJobStore
+) -> None:
+    faults.slow = 0.2
+    sink = Collector()
+
+    async def scenario() -> tuple[Any, Any]:
+        runner = new_runner(source, sink, store)
+        req = parse_request("amplitude", body(), today=date(2026, 11, 26))
+        job = await runner.submit(req, 1)
+        while job.counts.chunks_done < 1:
+            await asyncio.sleep(0.05)
+        cancelled = await runner.cancel(1, job.id)
+        kept = await store.warehouse.run(store.get, 1, job.id)
+        assert kept is not None and kept[1] != ""  # resumable: the sealed credentials are kept
+        faults.slow = 0.0
+        return cancelled, await run_job(runner, body())
+
+    cancelled, resumed = asyncio.run(scenario())
+    assert cancelled.state == "cancelled" and 1 <= cancelled.counts.chunks_done < DAYS
+    assert resumed.id == cancelled.id and resumed.state == "succeeded"
+    expected, _ = reference.expected_events(data.uploaded(FIRST, DAYS), cancelled.id)
+    assert published(sink.events) == expected
+
+
+class Flaky(Collector):
+    """Unavailable for the first `failures` publishes (a broker still connecting), or always."""
+
+    def __init__(self, failures: int) -> None:
+        super().__init__()
+        self.failures = failures
+
+    async def publish(self, stream: Stream[Any], items: list[Any]) -> dict[int, str]:
+        if self.failures:
+            self.failures -= 1
+            raise UnavailableError()
+        return await super().publish(stream, items)
+
+
+def test_an_unavailable_destination_is_retried_then_fails_the_job(
+    data: Dataset, source: str, store: WarehouseJobStore
+) -> None:
+    one_day = body(END_DATE=FIRST.date().isoformat())
+    flaky = Flaky(failures=2)
+    job = asyncio.run(run_job(new_runner(source, flaky, store), one_day))
+    expected, _ = reference.expected_events(data.uploaded(FIRST, 1), job.id)
+    assert job.state == "succeeded" and published(flaky.events) == expected
+
+    down = Flaky(failures=10**6)
+    failed = asyncio.run(run_job(new_runner(source, down, store, retries=2), one_day, project_id=2))
+    assert failed.state == "failed" and failed.error.code == "destination_unavailable"
+    assert failed.counts.chunks_done == 0 and failed.error.chunk == FIRST.date().isoformat()
