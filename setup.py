@@ -1,11 +1,11 @@
 """Packaging shim: the repository keeps `shared/` and `services/` at its top level, and they
-install as `footfall.shared` and `footfall.services` (one namespace, so installing Footfall
+install as `footfall.shared`, `footfall.services` and `footfall.testing` (one namespace, so installing Footfall
 into an application's environment cannot clash with its own `shared` or `services`).
 pyproject.toml holds everything else; only the folder → package mapping needs code."""
 
 from setuptools import find_packages, setup
 
-FOLDERS = ("shared", "services")
+FOLDERS = ("shared", "services", "testing")
 
 setup(
     package_dir={f"footfall.{folder}": folder for folder in FOLDERS},

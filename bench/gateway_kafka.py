@@ -18,7 +18,7 @@ from pathlib import Path
 
 import orjson
 
-from bench._common import realistic_event, write_result
+from bench._common import UNLIMITED_IMPORTS, realistic_event, write_result
 from bench._kafka import bench_directory, footfall, publish_directory, service, unique_prefix
 from bench.import_embedded import BATCH, blast, make_bodies
 
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> None:
     with service("kafka") as bootstrap, tempfile.TemporaryDirectory(prefix="footfall-bench-") as tmp:
         prefix = unique_prefix("gw")
         publish_directory(bootstrap, prefix, bench_directory())
-        env = {"FOOTFALL_KAFKA_BOOTSTRAP": bootstrap, "FOOTFALL_KAFKA_TOPIC_PREFIX": prefix}
+        env = {"FOOTFALL_KAFKA_BOOTSTRAP": bootstrap, "FOOTFALL_KAFKA_TOPIC_PREFIX": prefix, **UNLIMITED_IMPORTS}
         gateway = footfall(["gateway"], env, Path(tmp) / "gateway.log")
         try:
             asyncio.run(blast(gateway.base, bodies[:2], 3.0, args.concurrency))  # warm-up

@@ -15,6 +15,7 @@ __all__ = [
     "FootfallError",
     "NotFoundError",
     "ParamError",
+    "QueryTooCostlyError",
     "RateLimitedError",
     "UnavailableError",
 ]
@@ -66,3 +67,10 @@ class UnavailableError(FootfallError):
         self, message: str = "service temporarily unavailable, retry with backoff", *, retry_after: int = 2
     ) -> None:
         super().__init__(503, message, retry_after=retry_after)
+
+
+class QueryTooCostlyError(FootfallError):
+    """A query stopped by its time or memory limit (400: the same query would fail again)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(400, message)

@@ -27,6 +27,7 @@ from starlette.types import ASGIApp, Lifespan, Message, Receive, Scope, Send
 
 from footfall.shared import metrics
 from footfall.shared.errors import FootfallError
+from footfall.shared.openapi import OPENAPI_PATH, openapi_endpoint
 from footfall.shared.warehouse import WarehouseError
 
 __all__ = ["Background", "Interface", "build_starlette", "json_response", "plain_error", "read_body"]
@@ -167,12 +168,14 @@ def build_starlette(
     lifespan: Lifespan[Starlette] | None = None,
     health: Callable[[Request], Any] | None = None,
 ) -> Starlette:
-    """A Starlette app with the shared routes (`/healthz`, `/metrics`) and the error model."""
+    """A Starlette app with the shared routes (`/healthz`, `/metrics`, `/openapi.json`) and the error model."""
     handlers = _ErrorHandlers(interfaces)
     all_routes = [
         *routes,
         Route("/healthz", health or healthz, methods=["GET"]),
         Route("/metrics", metrics.metrics_endpoint, methods=["GET"]),
+        # the OpenAPI document of every route above, generated when first asked for
+        Route(OPENAPI_PATH, openapi_endpoint([(i.name, i.prefixes) for i in interfaces], title=f"Footfall {service}")),
     ]
     return Starlette(
         routes=all_routes,

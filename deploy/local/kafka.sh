@@ -13,6 +13,9 @@
 # stop the broker mid-run and start it again) unless `stop --wipe`.
 #
 # Environment:
+#   FOOTFALL_LOCAL_RUN_DIR                state folder instead of deploy/local/.run (its kafka/
+#                                         subfolder is used): a second broker beside the first
+#                                         needs its own, plus its own ports
 #   FOOTFALL_LOCAL_KAFKA_PORT             client port (default 19092)
 #   FOOTFALL_LOCAL_KAFKA_CONTROLLER_PORT  controller port (default 19093)
 #   FOOTFALL_LOCAL_KAFKA_START_TIMEOUT    seconds to wait for readiness (default 90)
@@ -26,7 +29,7 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 KAFKA_DIR="$HERE/kafka"
 LIBS="$KAFKA_DIR/libs"
-RUN="$HERE/.run/kafka"
+RUN="${FOOTFALL_LOCAL_RUN_DIR:-$HERE/.run}/kafka"
 DATA="$RUN/data"
 CONF="$RUN/server.properties"
 LOG="$RUN/server.log"
@@ -217,10 +220,11 @@ EOF
 format_storage() {
     [[ -f "$DATA/meta.properties" ]] && return 0
     mkdir -p "$DATA"
-    if [[ ! -s "$CLUSTER_ID_FILE" ]]; then
-        # A Kafka Uuid: 16 random bytes, URL-safe base64 without padding.
+    # A Kafka Uuid: 16 random bytes, URL-safe base64 without padding. Like Kafka's own
+    # Uuid.randomUuid, never one starting with "-": the format tool would read it as an option.
+    while [[ ! -s "$CLUSTER_ID_FILE" || "$(head -c 1 "$CLUSTER_ID_FILE")" == "-" ]]; do
         head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n' >"$CLUSTER_ID_FILE"
-    fi
+    done
     say "formatting $DATA (cluster id $(cat "$CLUSTER_ID_FILE"))"
     local out
     if ! out="$("$JAVA" -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \

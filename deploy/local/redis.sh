@@ -12,12 +12,14 @@
 #
 # Environment:
 #   FOOTFALL_LOCAL_REDIS_PORT   port (default 16379)
+#   FOOTFALL_LOCAL_RUN_DIR      state folder instead of deploy/local/.run (its redis/ subfolder
+#                               is used): a second Redis beside the first needs its own, and its own port
 #
 # Progress and errors go to stderr; only `env` and `status` write to stdout.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-RUN="$HERE/.run/redis"
+RUN="${FOOTFALL_LOCAL_RUN_DIR:-$HERE/.run}/redis"
 PIDFILE="$RUN/redis.pid"
 LOG="$RUN/redis.log"
 HOST=127.0.0.1

@@ -16,11 +16,14 @@
 #   whatever the environment says by then; a service that was already running
 #   before `start` is left running.
 #
+# FOOTFALL_LOCAL_RUN_DIR (with the FOOTFALL_LOCAL_*_PORT variables) runs a second pair
+# beside the first: its state, and the record of what `start` started, live there.
+#
 # Progress goes to stderr; stdout carries only the export lines.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-STARTED="$HERE/.run/services.started"
+STARTED="${FOOTFALL_LOCAL_RUN_DIR:-$HERE/.run}/services.started"
 
 say() { echo "services.sh: $*" >&2; }
 

@@ -11,6 +11,7 @@ from starlette.routing import Route
 from footfall.services.gateway.addresses import Network
 from footfall.services.gateway.engage import UpdatesEndpoint
 from footfall.services.gateway.import_ import ImportEndpoint
+from footfall.services.gateway.ratelimit import MemoryRateLimiter, RateBudget, RateLimiter
 from footfall.services.gateway.responses import INGESTION
 from footfall.services.gateway.sinks import Sink
 from footfall.services.gateway.track import TrackEndpoint
@@ -23,12 +24,19 @@ __all__ = ["INGESTION", "build_app", "ingestion_routes"]
 
 
 def ingestion_routes(
-    authenticator: Authenticator, sink: Sink, limits: ImportLimits, *, trusted_proxies: tuple[Network, ...] = ()
+    authenticator: Authenticator,
+    sink: Sink,
+    limits: ImportLimits,
+    *,
+    trusted_proxies: tuple[Network, ...] = (),
+    rate: RateLimiter | None = None,
 ) -> list[Route]:
     """The ingestion routes (each with a trailing-slash alias): events through `/import` and
-    `/track`, profile updates through `/engage`, group profile updates through `/groups`."""
-    endpoint = ImportEndpoint(authenticator, sink, limits)
-    track = TrackEndpoint(authenticator, sink, limits, trusted_proxies)
+    `/track`, profile updates through `/engage`, group profile updates through `/groups`.
+    `rate` is the import rate limit of `/import` and `/track` (default: this process's own)."""
+    rate = rate or MemoryRateLimiter(RateBudget.from_limits(limits))
+    endpoint = ImportEndpoint(authenticator, sink, limits, rate)
+    track = TrackEndpoint(authenticator, sink, limits, trusted_proxies, rate)
     engage = UpdatesEndpoint(USER_UPDATES, authenticator, sink, limits, trusted_proxies)
     groups = UpdatesEndpoint(GROUP_UPDATES, authenticator, sink, limits, trusted_proxies)
     browser = ["POST", "GET", "OPTIONS"]
@@ -41,7 +49,12 @@ def ingestion_routes(
 
 
 def build_app(
-    authenticator: Authenticator, sink: Sink, limits: ImportLimits, *, trusted_proxies: tuple[Network, ...] = ()
+    authenticator: Authenticator,
+    sink: Sink,
+    limits: ImportLimits,
+    *,
+    trusted_proxies: tuple[Network, ...] = (),
+    rate: RateLimiter | None = None,
 ) -> Starlette:
     """The ingestion interface alone, over `sink` (the unit tests' gateway)."""
 
@@ -53,5 +66,5 @@ def build_app(
         finally:
             await sink.stop()
 
-    routes = ingestion_routes(authenticator, sink, limits, trusted_proxies=trusted_proxies)
+    routes = ingestion_routes(authenticator, sink, limits, trusted_proxies=trusted_proxies, rate=rate)
     return build_starlette("gateway", routes, interfaces=[INGESTION], lifespan=lifespan)

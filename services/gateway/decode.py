@@ -191,6 +191,12 @@ def decode_body(
         return DecodedBody(_parse_ndjson(data, max_items), len(data), legacy=False)
     if not kind and not data.strip():
         raise FootfallError(400, "empty body: send a JSON array of events")
+    if not kind:
+        raise FootfallError(
+            415,
+            "the request has no Content-Type header: send 'Content-Type: application/json' with a JSON array "
+            "of events, or 'Content-Type: application/x-ndjson' with one event per line",
+        )
     raise FootfallError(
         415, f"unsupported Content-Type {kind or '(none)'!r}: use application/json or application/x-ndjson"
     )

@@ -1,4 +1,4 @@
-"""`POST /import`: authenticate → read (bounded) → decode → validate → sink → answer.
+"""`POST /import`: authenticate → read (bounded) → decode → rate limit → validate → sink → answer.
 
 The answer is sent only after the sink made the accepted events durable. Errors are
 raised (`FootfallError`) and answered by the ingestion interface's renderer
@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 
 import structlog
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -25,6 +26,7 @@ from footfall.services.gateway.decode import (
     too_large,
     too_many,
 )
+from footfall.services.gateway.ratelimit import Cost, RateLimiter
 from footfall.services.gateway.responses import Answer, client_address, legacy_result, strict_result
 from footfall.services.gateway.sinks import Sink
 from footfall.shared import metrics
@@ -47,9 +49,13 @@ class ImportEndpoint:
     authenticator: Authenticator
     sink: Sink
     limits: ImportLimits
+    rate: RateLimiter
 
     async def handle(self, request: Request) -> Response:
         params = request.query_params
+        if request.method == "GET" and "data" not in params:
+            # GET carries events only in the legacy `data=` query parameter (old SDKs).
+            raise HTTPException(405, "Method Not Allowed: send events with POST /import", headers={"Allow": "POST"})
         strict = params.get("strict") == "1"
         verbose = params.get("verbose") == "1"
         # Form mode (old SDKs) is answered in its own shape, errors included; its
@@ -69,6 +75,8 @@ class ImportEndpoint:
         decoded = self._decode(request, raw)
         if len(decoded.items) > self.limits.max_events_per_request:
             raise too_many(len(decoded.items), self.limits.max_events_per_request)
+        # Every item counts toward the rate limit, valid or not; a refused batch stores nothing.
+        await self.rate.charge({principal.project_id: Cost(len(decoded.items), decoded.body_bytes)})
         events, failures = self._validate(decoded, principal.project_id, strict)
         try:
             await self.sink.publish(EVENTS, events)

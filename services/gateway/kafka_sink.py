@@ -9,20 +9,31 @@ partition batch rather than per event, which is what lifts one gateway process p
 stream's partition key (events: `project_id:distinct_id`), so any producer agrees on where
 a user's items live.
 
-Failure: broker unreachable, a refused batch, or no ack within
-`FOOTFALL_KAFKA_PUBLISH_TIMEOUT` → `UnavailableError` (503 + Retry-After). Events
-of a timed-out request may still reach Kafka later; the client's retry then creates
-duplicates, which the workers' dedup layers remove. Never a 200 for an unacknowledged
-event. When a batch fails (expired, refused) the producer is replaced by a fresh one (a
-new producer id): an idempotent producer whose batches expired during an outage would
-otherwise answer every later send with OutOfOrderSequenceNumber, for good. Past
-MAX_INFLIGHT_ITEMS waiting for acks, requests are refused at once (503) so that an
-overloaded gateway keeps acknowledging at capacity instead of timing everything out.
+Failure: a refused batch, or no ack within `FOOTFALL_KAFKA_PUBLISH_TIMEOUT` → `UnavailableError`
+(503 + Retry-After). Events of a timed-out request may still reach Kafka later; the
+client's retry then creates duplicates, which the workers' dedup layers remove. Never a
+200 for an unacknowledged event. Past MAX_INFLIGHT_ITEMS waiting for acks, requests are
+refused at once (503) so that an overloaded gateway keeps acknowledging at capacity
+instead of timing everything out.
+
+The broker's state (decided here; the interface is silent): `connecting` until the first
+attempt ends, then `up` or `down`. `start()` returns at once and connects in the
+background. The broker is known to be down when connecting fails, when a publish gets
+no ack in time or a batch is refused, or when the liveness check (a metadata request
+every LIVENESS_SECONDS while up) fails — so an outage is noticed within seconds even
+without traffic. While it is down every publish is refused at once (503, Retry-After
+DOWN_RETRY_AFTER) instead of waiting out the publish timeout, and one background task
+probes it every RECONNECT_SECONDS (a fresh producer: an idempotent producer whose
+batches expired during an outage would otherwise answer every later send with
+OutOfOrderSequenceNumber, for good). Only the first requests of an outage, in flight
+when it begins, wait for their timeout. A publish while `connecting` waits for that
+attempt (bounded by the publish timeout). `health()` reports the state for `/healthz`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from functools import lru_cache
 from typing import TypeVar
@@ -37,6 +48,7 @@ from footfall.shared import metrics
 from footfall.shared.config import KafkaSettings
 from footfall.shared.errors import UnavailableError
 from footfall.shared.kafka import Topics, accepted_header, ensure_topics
+from footfall.shared.lifecycle import Stopping, bounded
 from footfall.shared.streams import Stream
 
 log = structlog.get_logger(__name__)
@@ -48,8 +60,16 @@ LINGER_MS = 2
 # Items waiting for their ack, over all requests: past this, requests get an immediate 503
 # (≈ 1.5 s of one process's capacity) instead of queueing until every one of them times out.
 MAX_INFLIGHT_ITEMS = 50_000
-# After a failed start, wait this long before trying to connect again (requests get 503 meanwhile).
+# While the broker is down: how often the background task tries a fresh producer, and the
+# Retry-After of the 503s answered meanwhile.
 RECONNECT_SECONDS = 1.0
+DOWN_RETRY_AFTER = 2
+# While it is up: how often a metadata request checks that it still answers, and how long
+# that request may take before the broker counts as down.
+LIVENESS_SECONDS = 2.0
+LIVENESS_TIMEOUT = 3.0
+# What `stop()` gives the producer to flush what it holds.
+STOP_FLUSH_SECONDS = 1.5
 
 
 def best_compression() -> str:
@@ -78,14 +98,35 @@ class KafkaSink:
         self.compression = best_compression()
         self._producer: AIOKafkaProducer | None = None
         self._partitions: dict[str, list[int]] = {}  # per topic
-        self._lock = asyncio.Lock()
-        self._next_attempt = 0.0
+        self._state = "connecting"
+        self._since = time.time()
+        self._error: str | None = None
+        self._settled = asyncio.Event()  # set once the first connection attempt ended
+        self._wake = asyncio.Event()  # set when a publish found the broker gone
+        self._stopping = Stopping()
+        self._task: asyncio.Task[None] | None = None
         self._closing: set[asyncio.Task[None]] = set()
         self._inflight = 0  # items handed to the producer and not yet answered
 
     @property
     def connected(self) -> bool:
-        return self._producer is not None
+        return self._state == "up"
+
+    @property
+    def state(self) -> str:
+        """`connecting`, `up` or `down`."""
+        return self._state
+
+    def health(self) -> dict[str, object]:
+        return {"state": self._state, "since": round(self._since, 3), "error": self._error}
+
+    def _set_state(self, state: str, error: str | None = None) -> None:
+        if state != self._state:
+            (log.info if state == "up" else log.warning)(
+                "kafka_broker_state", state=state, bootstrap=self.bootstrap, error=error
+            )
+            self._state, self._since = state, time.time()
+        self._error = error
 
     def _new_producer(self) -> AIOKafkaProducer:
         return AIOKafkaProducer(
@@ -103,36 +144,64 @@ class KafkaSink:
         )
 
     async def start(self) -> None:
-        """Connect now if Kafka is there; otherwise the first requests connect (and get 503 until then)."""
-        try:
-            await self._connected()
-        except UnavailableError:
-            log.warning("kafka_unavailable_at_start", bootstrap=self.bootstrap)
+        """Return at once; connect (and reconnect after an outage) in the background."""
+        if self._task is None:
+            self._task = asyncio.create_task(self._supervise(), name="kafka-sink")
 
-    def _ready(self) -> AIOKafkaProducer | None:
-        return self._producer
+    async def _supervise(self) -> None:
+        while not self._stopping:
+            producer = self._producer
+            if producer is None:
+                if await self._connect():
+                    continue
+                if await self._stopping.pause(RECONNECT_SECONDS):
+                    return
+                continue
+            client = producer.client
+            self._wake.clear()
+            try:
+                await asyncio.wait_for(self._wake.wait(), LIVENESS_SECONDS)
+                continue  # a publish reported the broker gone (and dropped the producer)
+            except TimeoutError:
+                pass
+            if self._stopping or self._producer is not producer:
+                continue
+            try:
+                await asyncio.wait_for(client.fetch_all_metadata(), LIVENESS_TIMEOUT)
+            except (KafkaError, OSError, TimeoutError) as exc:
+                if self._producer is producer:
+                    self._discard(producer, "liveness", error=str(exc)[:300] or type(exc).__name__)
+
+    async def _connect(self) -> bool:
+        producer = self._new_producer()
+        try:
+            await asyncio.wait_for(self._open(producer), self.timeout)
+        except (KafkaError, OSError, TimeoutError) as exc:
+            metrics.KAFKA_PUBLISH_FAILURES.labels("connect").inc()
+            # Once per outage at warning (kafka_broker_state); the probes in between at debug.
+            log.debug("kafka_connect_failed", bootstrap=self.bootstrap, error=str(exc)[:500])
+            self._set_state("down", str(exc)[:300] or type(exc).__name__)
+            self._settled.set()
+            await bounded(self._close(producer), 1.0, what="close the failed producer")
+            return False
+        if self._stopping:
+            await bounded(self._close(producer), 1.0, what="close the producer")
+            return False
+        self._producer = producer
+        self._set_state("up")
+        self._settled.set()
+        log.info("kafka_producer_started", topics=sorted(self._partitions), compression=self.compression)
+        return True
 
     async def _connected(self) -> AIOKafkaProducer:
-        if self._producer is not None:
-            return self._producer
-        async with self._lock:
-            ready = self._ready()  # another request may have connected while this one waited
-            if ready is not None:
-                return ready
-            if time.monotonic() < self._next_attempt:
-                raise UnavailableError("event broker unavailable, retry with backoff")
-            producer = self._new_producer()
-            try:
-                await asyncio.wait_for(self._open(producer), self.timeout)
-            except (KafkaError, OSError, TimeoutError) as exc:
-                self._next_attempt = time.monotonic() + RECONNECT_SECONDS
-                await producer.stop()
-                metrics.KAFKA_PUBLISH_FAILURES.labels("connect").inc()
-                log.warning("kafka_connect_failed", bootstrap=self.bootstrap, error=str(exc)[:500])
-                raise UnavailableError("event broker unavailable, retry with backoff") from exc
-            self._producer = producer
-            log.info("kafka_producer_started", topics=sorted(self._partitions), compression=self.compression)
-            return producer
+        if self._producer is None and self._state == "connecting":
+            # The first attempt is under way: wait for it, within the publish timeout.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._settled.wait(), self.timeout)
+        producer = self._producer
+        if producer is None:
+            raise UnavailableError("event broker unavailable, retry with backoff", retry_after=DOWN_RETRY_AFTER)
+        return producer
 
     async def _open(self, producer: AIOKafkaProducer) -> None:
         await ensure_topics(self.bootstrap, self.topics, timeout_ms=int(self.timeout * 1000))
@@ -156,6 +225,9 @@ class KafkaSink:
             await asyncio.wait_for(asyncio.gather(*futures), max(remaining, 0.001))
         except TimeoutError as exc:
             metrics.KAFKA_PUBLISH_FAILURES.labels("timeout").inc()
+            # No ack in time: the broker is taken for gone, so later requests fail fast
+            # while the background task probes it with a fresh producer.
+            self._discard(producer, "timeout", error="no acknowledgement within the publish timeout")
             raise UnavailableError("event broker did not acknowledge in time, retry with backoff") from exc
         except KafkaError as exc:
             metrics.KAFKA_PUBLISH_FAILURES.labels(type(exc).__name__).inc()
@@ -214,12 +286,15 @@ class KafkaSink:
         if exc is not None:
             self._discard(producer, type(exc).__name__)
 
-    def _discard(self, producer: AIOKafkaProducer, reason: str) -> None:
-        """Stop using `producer`; the next request starts a new one. Requests still waiting
-        on its futures get their answer as it flushes or expires in the background."""
+    def _discard(self, producer: AIOKafkaProducer, reason: str, *, error: str | None = None) -> None:
+        """Stop using `producer`: the broker is down until the background task connects a
+        fresh one. Requests still waiting on its futures get their answer as it flushes or
+        expires in the background."""
         if self._producer is not producer:
             return  # another request already replaced it
         self._producer = None
+        self._set_state("down", error or reason)
+        self._wake.set()
         log.warning("kafka_producer_reset", reason=reason)
         task = asyncio.create_task(self._close(producer))
         self._closing.add(task)
@@ -233,8 +308,14 @@ class KafkaSink:
             log.info("kafka_producer_close_failed", error=str(exc)[:300])
 
     async def stop(self) -> None:
+        """Bounded: the producer gets STOP_FLUSH_SECONDS to flush what it holds."""
+        self._stopping.set()
+        self._wake.set()
+        if self._task is not None:
+            await bounded(self._task, 1.0, what="kafka sink supervisor")
+            self._task = None
         producer, self._producer = self._producer, None
         if producer is not None:
-            await producer.stop()  # flushes what is pending
+            await bounded(self._close(producer), STOP_FLUSH_SECONDS, what="flush the kafka producer")
         if self._closing:
-            await asyncio.gather(*self._closing, return_exceptions=True)
+            await asyncio.wait(self._closing, timeout=0.5)

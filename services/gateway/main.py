@@ -18,15 +18,15 @@ from starlette.responses import Response
 from footfall.services.gateway.app import INGESTION, ingestion_routes
 from footfall.services.gateway.credentials import FollowedAuthenticator
 from footfall.services.gateway.kafka_sink import KafkaSink
+from footfall.services.gateway.ratelimit import open_rate_limiter
 from footfall.services.gateway.settings import GatewaySettings
 from footfall.shared.kafka import Topics
 from footfall.shared.kafka.directory import DirectoryFollower
 from footfall.shared.kafka.logs import quiet_aiokafka
+from footfall.shared.lifecycle import Services
 from footfall.shared.logging import configure_logging
+from footfall.shared.server import AccessLog
 from footfall.shared.web import build_starlette
-
-# How long start-up waits for the first credential snapshot before serving (503 until then).
-DIRECTORY_WAIT_SECONDS = 15.0
 
 
 def build_gateway(settings: GatewaySettings) -> Starlette:
@@ -34,19 +34,24 @@ def build_gateway(settings: GatewaySettings) -> Starlette:
         raise SystemExit("footfall gateway needs FOOTFALL_KAFKA_BOOTSTRAP (host:port of a Kafka broker)")
     quiet_aiokafka()
     topics = Topics.for_prefix(settings.kafka.topic_prefix)
-    authenticator = FollowedAuthenticator()
+    authenticator = FollowedAuthenticator(settings.region)
     follower = DirectoryFollower(settings.kafka.bootstrap, topics.directory, authenticator.replace)
     sink = KafkaSink(settings.kafka, topics)
+    # The import rate limit's window, shared by every gateway through Redis (else per process).
+    rate = open_rate_limiter(settings.limits, settings.redis_url, prefix=settings.kafka.topic_prefix)
+
+    # Both start in the background (HTTP answers at once, 503 until the credentials are
+    # known) and stop within the shutdown budget (footfall.shared.lifecycle).
+    services = Services(kafka=sink, directory=follower)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        await sink.start()
-        await follower.start(wait=DIRECTORY_WAIT_SECONDS)
+        await services.start()
         try:
             yield
         finally:
-            await follower.stop()
-            await sink.stop()
+            await services.stop()
+            await rate.close()
 
     async def healthz(request: Request) -> Response:
         # Ready once the credentials are known; Kafka's state is reported, not required
@@ -54,13 +59,14 @@ def build_gateway(settings: GatewaySettings) -> Starlette:
         body = {
             "status": "ok" if authenticator.loaded else "loading",
             "credentials": authenticator.loaded,
-            "kafka": sink.connected,
+            "kafka": sink.state,
+            "services": services.health(),
         }
         return Response(
             orjson.dumps(body), status_code=200 if authenticator.loaded else 503, media_type="application/json"
         )
 
-    routes = ingestion_routes(authenticator, sink, settings.limits, trusted_proxies=settings.trusted_proxies)
+    routes = ingestion_routes(authenticator, sink, settings.limits, trusted_proxies=settings.trusted_proxies, rate=rate)
     return build_starlette("gateway", routes, interfaces=[INGESTION], lifespan=lifespan, health=healthz)
 
 
@@ -68,4 +74,7 @@ def create_app() -> Starlette:
     """uvicorn factory (one per worker process): settings from the environment."""
     settings = GatewaySettings.from_env()
     configure_logging(settings.log.level, settings.log.format)
-    return build_gateway(settings)
+    app = build_gateway(settings)
+    if settings.log.access:  # run_app adds it to an app object, not to a factory's apps
+        app.add_middleware(AccessLog)
+    return app

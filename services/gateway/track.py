@@ -54,6 +54,9 @@ Decisions where the spec is silent or loose:
   retries on 5xx/429); 401/403 are `{"error", "status": "error"}`. `img=1` answers the
   GIF whatever happened; `callback=fn` must be an identifier path (`mp.cb_1`,
   `mixpanel._jsc[123]`) or mixpanel-js's `(function(){})`, else 400.
+* Rate limit: each project found in the body is charged its items (valid or not) against
+  the import rate limit shared with `/import` (`ratelimit.py`); a body over any project's
+  budget is refused whole with 429 and `Retry-After`, before anything is published.
 * CORS: answers echo the request's `Origin` with credentials allowed (mixpanel-js uses
   `withCredentials`), so browser SDKs pointed at Footfall can read them; `OPTIONS` answers
   preflights (custom `xhr_headers`, JSON bodies).
@@ -84,6 +87,7 @@ from footfall.services.gateway.decode import (
     too_large,
     too_many,
 )
+from footfall.services.gateway.ratelimit import RateLimiter, split_bytes
 from footfall.services.gateway.responses import TrackAnswer, client_address, preflight, valid_callback
 from footfall.services.gateway.sinks import Sink
 from footfall.shared import metrics
@@ -145,6 +149,7 @@ class TrackEndpoint:
     sink: Sink
     limits: ImportLimits
     trusted_proxies: tuple[Network, ...] = ()
+    rate: RateLimiter | None = None
 
     async def handle(self, request: Request) -> Response:
         origin = request.headers.get("origin")
@@ -190,7 +195,12 @@ class TrackEndpoint:
             address = client_ip(client_address(request), forwarded, self.trusted_proxies)
         rules = TrackRules(client_ip=address)
         items = decoded.items
-        events, failures = self._validate(items, decoded.body_bytes, principal, rules, answer.strict, received_ms)
+        events, failures, counts = self._validate(
+            items, decoded.body_bytes, principal, rules, answer.strict, received_ms
+        )
+        if self.rate is not None:
+            # Each project is charged its items (valid or not); a refused body stores nothing.
+            await self.rate.charge(split_bytes(decoded.body_bytes, counts))
         if events:
             try:
                 await self.sink.publish(EVENTS, events)
@@ -215,9 +225,11 @@ class TrackEndpoint:
         rules: TrackRules,
         strict: bool,
         now_ms: int,
-    ) -> tuple[list[Event], list[Failure]]:
+    ) -> tuple[list[Event], list[Failure], dict[int, int]]:
+        """The events, the failures and the number of items of each project found."""
         events: list[Event] = []
         failures: list[Failure] = []
+        counts: dict[int, int] = {}
         projects: dict[str, int | None] = {}  # token → project id, one lookup per distinct token
         limits = self.limits
         for index, raw in enumerate(items):
@@ -228,6 +240,8 @@ class TrackEndpoint:
             if type(project) is not int:
                 failures.append(project)  # type: ignore[arg-type]
                 continue
+            if project:
+                counts[project] = counts.get(project, 0) + 1
             result = validate_event(
                 raw,
                 index,
@@ -242,7 +256,7 @@ class TrackEndpoint:
                 events.append(result)
             else:
                 failures.append(result)  # type: ignore[arg-type]
-        return events, failures
+        return events, failures, counts
 
     def _project(
         self, index: int, raw: Any, principal: Principal | None, known: dict[str, int | None]

@@ -1,7 +1,13 @@
 """Reading query parameters the way existing clients send them.
 
-Parameters come from the query string and/or a form body; list parameters are JSON
-strings; unknown parameters are ignored. Every reader names the parameter in its error.
+Parameters come from the query string and/or a form body
+(`application/x-www-form-urlencoded`); list parameters are JSON strings; unknown
+parameters are ignored. Every reader names the parameter in its error.
+
+A form body is read only once the caller's credentials are known to be valid, and at
+most `limit` bytes of it (`QueryService.wrap`): `form_body_expected` says whether a request
+has one (a multipart body is refused with 415: parameters are text, never files), and
+`parse_form` decodes it as Starlette would. Any other body is never read.
 """
 
 from __future__ import annotations
@@ -9,11 +15,33 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import date
 from typing import Any, Literal, overload
+from urllib.parse import parse_qsl
 
 import orjson
 from starlette.requests import Request
 
-from footfall.shared.errors import ParamError
+from footfall.shared.errors import FootfallError, ParamError
+
+FORM_TYPE = "application/x-www-form-urlencoded"
+
+
+def form_body_expected(request: Request) -> bool:
+    """True for a POST with a form body (to be read after authentication); 415 for a
+    multipart one."""
+    if request.method != "POST":
+        return False
+    media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if media.startswith("multipart/"):
+        raise FootfallError(
+            415, f"multipart bodies are not accepted by the query interface: send the parameters as {FORM_TYPE}"
+        )
+    return media == FORM_TYPE
+
+
+def parse_form(body: bytes) -> dict[str, str]:
+    """The fields of a urlencoded body (the last of a repeated name wins), decoded as
+    Starlette decodes forms: bytes as Latin-1, `%xx` escapes as UTF-8."""
+    return dict(parse_qsl(body.decode("latin-1"), keep_blank_values=True))
 
 
 class Params:
@@ -21,14 +49,10 @@ class Params:
         self.values = dict(values)
 
     @classmethod
-    async def from_request(cls, request: Request) -> Params:
-        values: dict[str, str] = {}
-        if request.method == "POST":
-            content_type = request.headers.get("content-type", "")
-            if content_type.startswith(("application/x-www-form-urlencoded", "multipart/form-data")):
-                form = await request.form()
-                values.update({k: v for k, v in form.items() if isinstance(v, str)})
-        values.update(request.query_params)  # the query string wins over the body
+    def from_parts(cls, query: Mapping[str, str], form: Mapping[str, str] | None = None) -> Params:
+        """The form's fields, then the query string's (which wins over the body)."""
+        values = dict(form or {})
+        values.update(query)
         return cls(values)
 
     def get(self, name: str) -> str | None:

@@ -38,6 +38,7 @@ from aiokafka.errors import CommitFailedError, IllegalStateError, KafkaError
 from footfall.services.worker.batch import BatchBuffer
 from footfall.services.worker.pipeline import BatchProcessor
 from footfall.shared import metrics
+from footfall.shared.lifecycle import Stopping, bounded
 
 log = structlog.get_logger(__name__)
 
@@ -48,6 +49,11 @@ SESSION_TIMEOUT_MS = 10_000
 HEARTBEAT_INTERVAL_MS = 3_000
 MAX_POLL_INTERVAL_MS = 300_000
 LAG_REPORT_SECONDS = 1.0
+# A stop's budget (footfall.shared.lifecycle: the process exits within 5 s of SIGTERM):
+# the loop finishes or abandons its batch within STOP_LOOP_SECONDS, then the consumer
+# leaves its group (LeaveGroup, so a restart does not wait out SESSION_TIMEOUT_MS).
+STOP_LOOP_SECONDS = 1.2
+LEAVE_SECONDS = 0.8
 
 
 class WorkerConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -73,6 +79,7 @@ class WorkerConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
         self._task: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
         self._stopping = False
+        self._stopped = Stopping()  # wakes a restart backoff at once on stop()
         self._committed: dict[TopicPartition, int] = {}
         self._lag_reported = 0.0
         self.last_batch_at: float | None = None
@@ -105,6 +112,8 @@ class WorkerConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
         return consumer
 
     async def start(self) -> None:
+        if self._task is not None:
+            return  # already started (a retried group start)
         await self._open()
         self._task = asyncio.create_task(self._supervise(), name=f"worker-consumer-{self.name}")
         log.info("worker_consumer_started", consumer=self.name, topics=self.topics, group=self.group)
@@ -116,9 +125,12 @@ class WorkerConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
     def assignment(self) -> set[TopicPartition]:
         return set(self._consumer.assignment()) if self._consumer is not None else set()
 
-    async def stop(self, timeout: float = 20.0) -> None:
-        """Finish (or abandon) the batch in hand, commit what was inserted, leave the group."""
+    async def stop(self, timeout: float = STOP_LOOP_SECONDS) -> None:
+        """Finish (or abandon) the batch in hand, commit what was inserted, leave the group.
+        Bounded: `timeout` for the loop, LEAVE_SECONDS for leaving the group (a broker gone
+        mid-join would otherwise hold the stop for as long as aiokafka retries)."""
         self._stopping = True
+        self._stopped.set()
         if self._task is not None:
             try:
                 await asyncio.wait_for(asyncio.shield(self._task), timeout)
@@ -128,9 +140,9 @@ class WorkerConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
                 await asyncio.gather(self._task, return_exceptions=True)
             except Exception as exc:  # the loop ended with an error, which _supervise logged
                 log.debug("worker_consumer_ended_with_error", consumer=self.name, error=str(exc)[:300])
-        if self._consumer is not None:
-            await self._consumer.stop()
-            self._consumer = None
+        consumer, self._consumer = self._consumer, None
+        if consumer is not None:
+            await bounded(consumer.stop(), LEAVE_SECONDS, what=f"consumer {self.name} leaves its group")
         metrics.WORKER_ASSIGNED_PARTITIONS.labels(self.name).set(0)
         log.info("worker_consumer_stopped", consumer=self.name)
 
@@ -158,7 +170,8 @@ class WorkerConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
                 if self._consumer is not None:
                     await self._consumer.stop()
                     self._consumer = None
-                await asyncio.sleep(delay)
+                if await self._stopped.pause(delay):
+                    return
                 delay = min(delay * 2, 30.0)
 
     async def _consume(self, consumer: AIOKafkaConsumer) -> None:

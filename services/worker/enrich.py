@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 from functools import lru_cache
+from pathlib import Path
 from typing import Protocol
 
 import geoip2.database
@@ -137,4 +138,19 @@ def open_enricher(geoip_db: str) -> Enricher:
             "geoip_disabled", reason="FOOTFALL_GEOIP_DB is not set: events get no $city/$region/mp_country_code"
         )
         return Enricher(None)
-    return Enricher(open_geo_reader(geoip_db))
+    # GeoIP is optional: a database that is missing (compose names one always) or unreadable
+    # is a warning, and the process runs without geo rather than exiting.
+    if not Path(geoip_db).is_file():
+        log.warning(
+            "geoip_disabled",
+            reason=f"FOOTFALL_GEOIP_DB names no file ({geoip_db}): events get no $city/$region/mp_country_code",
+        )
+        return Enricher(None)
+    try:
+        return Enricher(open_geo_reader(geoip_db))
+    except (OSError, ValueError, maxminddb.InvalidDatabaseError) as exc:
+        log.warning(
+            "geoip_disabled",
+            reason=f"FOOTFALL_GEOIP_DB ({geoip_db}) is not a readable MaxMind database: {exc}"[:500],
+        )
+        return Enricher(None)

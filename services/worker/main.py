@@ -35,6 +35,7 @@ from footfall.shared.auth import Authenticator
 from footfall.shared.kafka import Topics, ensure_topics
 from footfall.shared.kafka.directory import DirectoryPublisher, DirectoryRefresher
 from footfall.shared.kafka.logs import quiet_aiokafka
+from footfall.shared.lifecycle import Services, bounded
 from footfall.shared.metadata import Directory, MetadataRepository
 from footfall.shared.schema import apply_migrations
 from footfall.shared.warehouse import ClickHouseWarehouse, Warehouse, open_warehouse
@@ -86,9 +87,10 @@ class WorkerGroup:
         self.started = True
 
     async def stop(self) -> None:
+        """Bounded (about 2 s): the consumers stop together, then what they shared closes."""
         await asyncio.gather(*(c.stop() for c in self.consumers), return_exceptions=True)
-        await self.dead_letters.close()
-        await self.dedup.close()
+        await bounded(self.dead_letters.close(), 0.4, what="close the dead-letter producer")
+        await bounded(self.dedup.close(), 0.3, what="close the dedup store")
 
     def health(self) -> tuple[bool, dict[str, Any]]:
         consumers = [
@@ -148,8 +150,24 @@ def build_directory_refresher(
     async def load() -> Directory:
         return await warehouse.run(repo.load_directory)
 
-    publisher = DirectoryPublisher(settings.kafka.bootstrap, topics.directory, timeout=settings.kafka.publish_timeout)
+    publisher = TopicsFirstPublisher(settings.kafka.bootstrap, topics, timeout=settings.kafka.publish_timeout)
     return DirectoryRefresher(load, authenticator.replace, publisher)
+
+
+class TopicsFirstPublisher(DirectoryPublisher):
+    """Creates the topics before its first snapshot. The process's parts start concurrently
+    (footfall.shared.lifecycle): a snapshot sent before the compacted directory topic exists
+    would have the broker auto-create an ordinary one, which gateways may never read."""
+
+    def __init__(self, bootstrap: str, topics: Topics, *, timeout: float) -> None:
+        super().__init__(bootstrap, topics.directory, timeout=timeout)
+        self._topics: Topics | None = topics
+
+    async def publish(self, directory: Directory) -> None:
+        if self._topics is not None:
+            await ensure_topics(self.bootstrap, self._topics, timeout_ms=int(self.timeout * 1000))
+            self._topics = None
+        await super().publish(directory)
 
 
 def in_process_workers(
@@ -175,7 +193,7 @@ def build_worker(settings: WorkerSettings, *, consumers: int) -> Worker:
         raise SystemExit("footfall worker needs FOOTFALL_KAFKA_BOOTSTRAP (host:port of a Kafka broker)")
     quiet_aiokafka()
     if settings.store.warehouse_dsn == "":
-        settings.store.data_dir.mkdir(parents=True, exist_ok=True)
+        settings.store.make_data_dir()
     warehouse = open_warehouse(settings.store.dsn)
     apply_migrations(warehouse)
     enricher = open_enricher(settings.geoip_db)
@@ -184,19 +202,22 @@ def build_worker(settings: WorkerSettings, *, consumers: int) -> Worker:
     authenticator = Authenticator(Directory())
     refresher = build_directory_refresher(settings, warehouse, authenticator, topics)
 
+    # Started in the background: /healthz and /metrics answer at once, and SIGTERM is
+    # honoured in every state (footfall.shared.lifecycle).
+    services = Services(directory=refresher, consumers=group)
+
     async def healthz(request: Request) -> Response:
         ok, body = group.health()
+        body["services"] = services.health()
         return Response(orjson.dumps(body), status_code=200 if ok else 503, media_type="application/json")
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        await refresher.start()
-        await group.start()
+        await services.start()
         try:
             yield
         finally:
-            await group.stop()
-            await refresher.stop()
+            await services.stop()
             enricher.close()
             warehouse.close()
 

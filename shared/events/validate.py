@@ -37,7 +37,9 @@ Rules (interface "Event (import)", "Errors", "Limits"; semantics §6.1; decision
   array at depth 3 is allowed (it holds nothing deeper).
 * Strings longer than `max_string_len` characters (code points) are truncated to that many:
   every string value at any depth, the event name, `distinct_id` and `ip` too. Keys are
-  never truncated (a key is a name, and truncating could merge two of them).
+  truncated the same way, at every depth (issue 15: the interface stores no longer
+  names). Two keys of one object that agree on their first `max_string_len` characters
+  become one key, which keeps the later member's value (as for duplicate keys in JSON).
 * `token` is dropped (the credentials name the project). `ip` is removed from the
   properties; a string becomes `Event.ip`, any other value (`0`, `null`, ...) means "no
   geolocation" and gives `ip=None`.
@@ -237,9 +239,12 @@ def _walk_dict(d: dict[Any, Any], depth: int, lim: ImportLimits) -> dict[Any, An
         raise _too_deep(lim, next(iter(d)))
     maxlen = lim.max_string_len
     out: dict[Any, Any] | None = None
+    long_keys = False
     for k, v in d.items():
         if type(k) is not str:
             raise _Reject(f"object keys must be strings, got {type(k).__name__}", "type")
+        if len(k) > maxlen:
+            long_keys = True
         try:
             if not k.isascii() and not _valid_utf8(k):
                 raise _Reject("property name should be valid utf8", "utf8")
@@ -253,7 +258,10 @@ def _walk_dict(d: dict[Any, Any], depth: int, lim: ImportLimits) -> dict[Any, An
             if out is None:
                 out = dict(d)
             out[k] = nv
-    return d if out is None else out
+    result = d if out is None else out
+    if long_keys:
+        result = {k[:maxlen]: v for k, v in result.items()}
+    return result
 
 
 def _walk_list(a: list[Any], depth: int, lim: ImportLimits) -> list[Any]:
@@ -498,6 +506,8 @@ def validate_event(
             except _Reject as r:
                 r.path.append(k)
                 raise
+            if len(k) > maxlen:
+                k = k[:maxlen]  # a later member under the same truncated name wins
             out[k] = v
     except _Reject as r:
         return _fail(index, raw_iid, _render_path(r.path), r.problem, r.reason)

@@ -22,13 +22,18 @@ class ExprError(ParamError):
 
 
 class ExprSyntaxError(ExprError):
-    """The text is not an expression: "syntax error at position 12: expected ')'"."""
+    """The text is not an expression: "syntax error at position 12: expected ')'", with a
+    `hint` at the likely mistake when the parser can tell (a misspelt accessor, an unquoted
+    text value): `... found 'rock' (text values are quoted: "rock")`."""
 
-    def __init__(self, position: int, expected: str, found: str | None = None) -> None:
+    def __init__(self, position: int, expected: str, found: str | None = None, *, hint: str | None = None) -> None:
         message = f"syntax error at position {position}: expected {expected}"
         if found is not None:
             message += f", found {found}"
+        if hint is not None:
+            message += f" ({hint})"
         super().__init__(message, position=position, expected=expected)
+        self.hint = hint
 
 
 class ExprTypeError(ExprError):

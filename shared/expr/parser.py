@@ -21,6 +21,7 @@ and `MAX_DEPTH` nested constructs, checked before any work that could grow with 
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable
 from typing import cast
 
@@ -89,9 +90,9 @@ class _Parser:
             self._fail(expected)
         return self._advance()
 
-    def _fail(self, expected: str) -> None:
+    def _fail(self, expected: str, hint: str | None = None) -> None:
         tok = self._tok
-        raise ExprSyntaxError(tok.start, expected, tok.describe())
+        raise ExprSyntaxError(tok.start, expected, tok.describe(), hint=hint or _hint(tok))
 
     def _enter(self) -> None:
         self._depth += 1
@@ -225,6 +226,9 @@ class _Parser:
             self._advance()
             if tok.text in ACCESSORS and self._is(TokenKind.LBRACKET):
                 self._advance()
+                if self._is(TokenKind.NAME) or self._is(TokenKind.KEYWORD):
+                    bare = self._tok.text
+                    self._fail("a quoted property name", f'property names are quoted: {tok.text}["{bare}"]')
                 name = self._expect(TokenKind.STRING, "a quoted property name")
                 end = self._expect(TokenKind.RBRACKET, "']'").end
                 return Accessor(cast(AccessorSource, tok.text), name.text, Span(tok.start, end))
@@ -235,7 +239,13 @@ class _Parser:
                 return self._tall(Call(tok.text, args, Span(tok.start, end), Span(tok.start, tok.end)), *args)
             if tok.text in ACCESSORS:
                 self._fail("'['")
-            self._fail("'(' after a function name")
+            self._i -= 1  # the error points at the word itself
+            if self._tokens[self._i + 1].kind is TokenKind.LBRACKET:
+                close = difflib.get_close_matches(tok.text, sorted(ACCESSORS), n=1, cutoff=0.6)
+                accessor = f"did you mean {close[0]}[...]?" if close else "values are read with properties[...]"
+                self._fail("properties[...], event[...], user[...], behaviors[...] or a function call", accessor)
+            # A bare word where a value belongs: most often a text value without its quotes.
+            self._fail("an expression", _hint(tok) or _unquoted(tok.text))
         self._fail("an expression")
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -256,3 +266,15 @@ class _Parser:
                 return tuple(items)
         finally:
             self._leave()
+
+
+def _unquoted(word: str) -> str:
+    shown = word if len(word) <= 40 else word[:40] + "..."
+    return f'text values are quoted: "{shown}"; functions are called with (...)'
+
+
+def _hint(tok: Token) -> str | None:
+    """The likely mistake behind an unexpected token, when it is a common one."""
+    if tok.kind is TokenKind.NAME and tok.text.lower() in ("and", "or", "not", "in", "true", "false", "null"):
+        return f"keywords are lowercase: {tok.text.lower()}"
+    return None

@@ -4,6 +4,10 @@ The same SQL, with server-side `{name:Type}` parameters, runs on chDB (in-proces
 embedded default) and on a ClickHouse server, both through clickhouse-connect. Its
 client is synchronous; async callers go through `run()`, which uses a bounded thread
 pool so a slow query never blocks the event loop.
+
+The object `open_warehouse` returns is the ingestion lane; `query_lane(limits)` gives
+the queries their own client (with chDB: their own engine handle, which runs beside
+ingestion's), threads and per-statement limits (`footfall.shared.warehouse.lanes`).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import clickhouse_connect
 from clickhouse_connect.driver.exceptions import ClickHouseError
 
 from footfall.shared.warehouse.dsn import Dsn, parse_dsn
+from footfall.shared.warehouse.lanes import QueryLane, QueryLimits
 
 T = TypeVar("T")
 
@@ -47,9 +52,13 @@ class Warehouse(Protocol):
 class ClickHouseWarehouse:
     """clickhouse-connect client for either interface, plus a thread pool for async callers."""
 
-    def __init__(self, dsn: Dsn, *, pool_size: int = 8) -> None:
+    def __init__(self, dsn: Dsn, *, pool_size: int = 8, backup_dir: str = "") -> None:
         self.dsn = dsn
-        if dsn.embedded:
+        if dsn.embedded and backup_dir:
+            # `BACKUP`/`RESTORE … File(…)` may write and read only below this folder (footfall.shared.backup).
+            options = {"backups.allowed_path": backup_dir}
+            self._client = clickhouse_connect.get_client(interface="chdb", path=dsn.path, chdb_options=options)
+        elif dsn.embedded:
             self._client = clickhouse_connect.get_client(dsn=f"chdb://{dsn.path}")
         else:
             self._client = clickhouse_connect.get_client(
@@ -64,12 +73,47 @@ class ClickHouseWarehouse:
             )
         self._pool = ThreadPoolExecutor(max_workers=pool_size, thread_name_prefix="warehouse")
         self._closed = threading.Event()
+        self._lanes: list[QueryLane] = []
 
-    def command(self, sql: str, parameters: dict[str, Any] | None = None) -> Any:
+    def query_lane(self, limits: QueryLimits) -> QueryLane:
+        """The queries' lane: a client of its own on the same store (closed with this one).
+        A chDB handle runs one statement at a time; two handles run side by side, so an
+        import never queues behind a query statement."""
+        lane = QueryLane(ClickHouseWarehouse(self.dsn, pool_size=1), limits)
+        self._lanes.append(lane)
+        return lane
+
+    def execute_command(self, sql: str, parameters: dict[str, Any] | None, settings: dict[str, Any] | None) -> Any:
         try:
-            return self._client.command(sql, parameters=parameters)
+            return self._client.command(sql, parameters=parameters, settings=settings)
         except ClickHouseError as exc:
             raise WarehouseError(str(exc)) from exc
+
+    def execute_query(
+        self, sql: str, parameters: dict[str, Any] | None, settings: dict[str, Any] | None
+    ) -> tuple[list[str], list[tuple[Any, ...]]]:
+        try:
+            result = self._client.query(sql, parameters=parameters, settings=settings)
+        except ClickHouseError as exc:
+            raise WarehouseError(str(exc)) from exc
+        rows = cast("list[tuple[Any, ...]]", list(result.result_rows))
+        return list(result.column_names), rows
+
+    def execute_insert(
+        self,
+        table: str,
+        columns: Sequence[str],
+        data: Sequence[Sequence[Any]],
+        *,
+        column_oriented: bool = False,
+    ) -> None:
+        try:
+            self._client.insert(table, data, column_names=list(columns), column_oriented=column_oriented)
+        except ClickHouseError as exc:
+            raise WarehouseError(str(exc)) from exc
+
+    def command(self, sql: str, parameters: dict[str, Any] | None = None) -> Any:
+        return self.execute_command(sql, parameters, None)
 
     def query(self, sql: str, parameters: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
         return self.query_columns(sql, parameters)[1]
@@ -77,20 +121,12 @@ class ClickHouseWarehouse:
     def query_columns(
         self, sql: str, parameters: dict[str, Any] | None = None
     ) -> tuple[list[str], list[tuple[Any, ...]]]:
-        try:
-            result = self._client.query(sql, parameters=parameters)
-        except ClickHouseError as exc:
-            raise WarehouseError(str(exc)) from exc
-        rows = cast("list[tuple[Any, ...]]", list(result.result_rows))
-        return list(result.column_names), rows
+        return self.execute_query(sql, parameters, None)
 
     def insert(
         self, table: str, columns: Sequence[str], data: Sequence[Sequence[Any]], *, column_oriented: bool = False
     ) -> None:
-        try:
-            self._client.insert(table, data, column_names=list(columns), column_oriented=column_oriented)
-        except ClickHouseError as exc:
-            raise WarehouseError(str(exc)) from exc
+        self.execute_insert(table, columns, data, column_oriented=column_oriented)
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
         loop = asyncio.get_running_loop()
@@ -100,9 +136,11 @@ class ClickHouseWarehouse:
         if self._closed.is_set():
             return
         self._closed.set()
+        for lane in self._lanes:
+            lane.close()
         self._pool.shutdown(wait=True)
         self._client.close()
 
 
-def open_warehouse(dsn: str) -> ClickHouseWarehouse:
-    return ClickHouseWarehouse(parse_dsn(dsn))
+def open_warehouse(dsn: str, *, backup_dir: str = "") -> ClickHouseWarehouse:
+    return ClickHouseWarehouse(parse_dsn(dsn), backup_dir=backup_dir)

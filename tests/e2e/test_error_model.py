@@ -49,6 +49,9 @@ def test_each_interface_answers_in_its_own_shape(serve_process: ServeProcess) ->
     query_shape(httpx.get(base + "/api/2.0/segmentation", params={"event": "x"}), 401, "/api/2.0/segmentation")
     query_shape(httpx.get(base + "/api/2.0/no-such-report", auth=SECRET), 404, "/api/2.0/no-such-report")
     query_shape(httpx.delete(base + "/api/query/segmentation", auth=SECRET), 405, "/api/query/segmentation")
+    form = {"content-type": "application/x-www-form-urlencoded"}
+    oversized = httpx.post(base + "/api/2.0/segmentation", content=b"a" * (2 << 20), headers=form, auth=SECRET)
+    query_shape(oversized, 413, "/api/2.0/segmentation")
 
     # management interface
     funnels = base + "/api/app/projects/1/funnels"
@@ -63,6 +66,14 @@ def test_each_interface_answers_in_its_own_shape(serve_process: ServeProcess) ->
     # ingestion interface: JSON errors, and the legacy form mode's own answers
     ingestion_shape(httpx.post(base + "/import", json=[], auth=("nope", "")), 401, "Unauthorized")
     ingestion_shape(httpx.delete(base + "/import"), 405, "Method Not Allowed")
+    assert "POST" in ingestion_shape(httpx.get(base + "/import"), 405, "Method Not Allowed")  # no credentials
+    token = (CREDS["FOOTFALL_BOOTSTRAP_TOKEN"], "")
+    oversized = httpx.post(
+        base + "/import", content=b" " * (3 << 20), headers={"content-type": "application/json"}, auth=token
+    )
+    ingestion_shape(oversized, 413, "Request Entity Too Large")
+    no_type = httpx.post(base + "/import", content=b"[]", auth=token)
+    assert "Content-Type" in ingestion_shape(no_type, 415, "Unsupported Media Type")
     ingestion_shape(httpx.post(base + "/import/nested/path"), 404, "Not Found")
     legacy = httpx.post(base + "/import", data={"data": "[]", "verbose": "1"}, auth=("nope", ""))
     assert (legacy.status_code, legacy.json()) == (401, {"status": 0, "error": "Invalid credentials"})

@@ -4,8 +4,9 @@ Interpretations (the lead should align the service with these or change them her
 - Input is a list of raw import events. `prepare()` dedupes with `tests/factories.dedupe` (last copy wins),
   then normalises like `/import` does (see tests/conformance/import_rules.json): `time` -> ms (>= 1e10 is ms,
   fractions truncated), int distinct_id -> str, strings truncated to 255 characters (event name, distinct_id,
-  property values at any depth; keys are kept). The stored properties drop the lifted top-level keys
-  `time`, `distinct_id`, `$insert_id`, `token`, `ip`. Expressions are evaluated against the whole `Event`:
+  property values at any depth; keys too, a later member winning a clash). The stored properties drop the
+  lifted top-level keys `time`, `distinct_id`, `$insert_id`, `token`, `ip`. Expressions are evaluated against
+  the whole `Event`:
   `properties["time"]`, `properties["distinct_id"]` and `properties["$insert_id"]` (and their `event[...]`
   forms) read the event's fields, any other key the stored properties (see expr.py), so `properties["token"]`
   is undefined. (Datasets must not carry `ip`: GeoIP enrichment is not modelled.)
@@ -50,7 +51,7 @@ def _truncate(value):
     if isinstance(value, list):
         return [_truncate(v) for v in value]
     if isinstance(value, dict):
-        return {k: _truncate(v) for k, v in value.items()}
+        return {k[:MAX_STR]: _truncate(v) for k, v in value.items()}
     return value
 
 
@@ -59,7 +60,7 @@ def prepare(raw_events: Iterable[dict]) -> list[Event]:
     out = []
     for raw in dedupe(list(raw_events)):
         props = raw["properties"]
-        stored = {k: _truncate(v) for k, v in props.items() if k not in LIFTED}
+        stored = {k[:MAX_STR]: _truncate(v) for k, v in props.items() if k not in LIFTED}
         out.append(
             Event(
                 raw["event"][:MAX_STR],

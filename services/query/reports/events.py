@@ -116,7 +116,8 @@ def shape(rows: list[tuple[Any, ...]], req: EventsRequest) -> dict[str, Any]:
 
 async def events(ctx: QueryContext) -> Any:
     req = EventsRequest.parse(ctx, _common.utc_now())
-    body = shape(await build(req).run(ctx), req)
+    ctx.check_cells(len(req.timeline.series), len(req.names), "from_date/to_date, unit or event")
+    body = await ctx.shape(shape, await build(req).run(ctx), req)
     return series_response(body, req.format)
 
 

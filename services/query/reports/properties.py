@@ -133,7 +133,8 @@ def shape(rows: list[tuple[Any, ...]], req: PropertiesRequest) -> dict[str, Any]
 
 async def properties(ctx: QueryContext) -> Any:
     req = PropertiesRequest.parse(ctx, _common.utc_now())
-    body = shape(await build(req).run(ctx), req)
+    ctx.check_cells(len(req.timeline.series), req.limit, "from_date/to_date, unit or limit")
+    body = await ctx.shape(shape, await build(req).run(ctx), req)
     return series_response(body, req.format)
 
 

@@ -138,7 +138,10 @@ def shape(rows: list[tuple[Any, ...]], req: SegmentationRequest) -> dict[str, An
 
 async def segmentation(ctx: QueryContext) -> Any:
     req = SegmentationRequest.parse(ctx, _common.utc_now())
-    body = shape(await build(req).run(ctx), req)
+    ctx.check_cells(
+        len(req.timeline.series), req.limit if req.on is not None else 1, "from_date/to_date, unit or limit"
+    )
+    body = await ctx.shape(shape, await build(req).run(ctx), req)
     return series_response(body, req.format)
 
 

@@ -77,18 +77,18 @@ def test_list_parameters_are_json_strings(env: ReportEnv) -> None:
 @pytest.mark.parametrize(
     ("path", "params", "header", "first_row"),
     [
-        ("/segmentation", {"event": "Play", **RANGE}, "segment,date,value", "Play,2024-03-09,2"),
+        ("/segmentation", {"event": "Play", **RANGE}, '"segment","date","value"', '"Play","2024-03-09","2"'),
         (
             "/events",
             {"event": '["Stop"]', "type": "general", "unit": "day", **RANGE},
-            "segment,date,value",
-            "Stop,2024-03-09,1",
+            '"segment","date","value"',
+            '"Stop","2024-03-09","1"',
         ),
         (
             "/events/properties",
             {"event": "Play", "name": "genre", "type": "general", "unit": "day", **RANGE},
-            "segment,date,value",
-            "rock,2024-03-09,1",
+            '"segment","date","value"',
+            '"rock","2024-03-09","1"',
         ),
     ],
     ids=["segmentation", "events", "properties"],

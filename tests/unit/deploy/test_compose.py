@@ -102,3 +102,38 @@ def test_dockerfile_runs_the_cli() -> None:
     args = build_parser().parse_args(yaml.safe_load(cmd.split(" ", 1)[1]))
     assert args.command == "serve"
     assert any(line.startswith("RUN pip install .") for line in lines)
+
+
+def test_every_long_running_footfall_service_has_a_healthcheck_on_its_port() -> None:
+    for name, svc in FOOTFALL.items():
+        if name == "init":
+            continue  # one-shot
+        port = build_parser().parse_args(svc["command"]).port
+        probe = " ".join(svc["healthcheck"]["test"])
+        assert f"127.0.0.1:{port}/healthz" in probe, name
+
+
+def test_query_waits_for_init_and_the_worker_metrics_port_is_published() -> None:
+    assert FOOTFALL["query"]["depends_on"]["init"]["condition"] == "service_completed_successfully"
+    assert any(str(m).endswith(":9100") for m in FOOTFALL["worker"]["ports"])
+
+
+def test_no_password_is_written_in_the_compose_file() -> None:
+    """Passwords are ${VARIABLES} from .env, and .env.example names every one of them."""
+    example = (REPO / ".env.example").read_text()
+    defined = {line.split("=", 1)[0] for line in example.splitlines() if "=" in line and not line.startswith("#")}
+    required: set[str] = set()
+    for name, svc in SERVICES.items():
+        for key, value in (svc.get("environment") or {}).items():
+            text = str(value)
+            if "PASSWORD" in key or ("://" in text and "@" in text):
+                assert "${" in text, f"{name}.{key} holds a literal credential"
+                required |= {part.split("}")[0].split(":")[0] for part in text.split("${")[1:]}
+    assert "CLICKHOUSE_PASSWORD" in required
+    assert required <= defined, f".env.example lacks {required - defined}"
+
+
+def test_geoip_is_optional() -> None:
+    """The database is not in the repository: the folder compose mounts says where it goes."""
+    assert (REPO / "deploy" / "geoip" / "README.md").exists()
+    assert FOOTFALL["worker"]["environment"]["FOOTFALL_GEOIP_DB"] == "/geoip/city.mmdb"

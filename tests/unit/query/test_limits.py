@@ -68,3 +68,33 @@ def test_uncounted_requests_skip_the_budget_but_not_the_concurrency_cap() -> Non
 )
 def test_only_later_pages_of_a_session_are_free(params: dict[str, str], free: bool) -> None:
     assert continues_session(Params(params)) is free
+
+
+def test_export_limits_per_second_per_hour_and_a_held_slot() -> None:
+    """Raw export's windows (3/second, 60/hour) and its slot, held until the stream ends."""
+    clock = Clock()
+    exports = QueryLimiter(60, 2, per_second=3, what="exports", clock=clock)
+    for _ in range(3):
+        exports.acquire(7).release()
+    with pytest.raises(RateLimitedError, match=r"exports rate limit exceeded \(3 per second\)") as refused:
+        exports.acquire(7)
+    assert refused.value.retry_after == 1
+    exports.acquire(8).release()  # another project
+    held = [exports.acquire(7, counted=False) for _ in range(2)]
+    with pytest.raises(RateLimitedError, match="concurrent exports"):
+        exports.acquire(7, counted=False)
+    held[0].release()
+    held[0].release()  # idempotent: a stream that ends and is then abandoned releases once
+    exports.acquire(7, counted=False)
+    with pytest.raises(RateLimitedError, match="concurrent"):
+        exports.acquire(7, counted=False)
+    # the hour: 57 more in later seconds fill it; the 61st waits for the first to leave it
+    held[1].release()
+    for i in range(57):
+        clock.now = 2 + i
+        exports.acquire(7).release()
+    clock.now = 100
+    with pytest.raises(RateLimitedError, match="60 per hour") as refused:
+        exports.acquire(7)
+    assert refused.value.retry_after == 3500
+    assert QueryLimiter(0, 0, per_second=0).windows == ()  # 0 disables each

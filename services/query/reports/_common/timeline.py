@@ -38,8 +38,12 @@ class Timeline:
     anchor: date | None = None
 
 
-def _sub_day_series(start: datetime, end: datetime, tz: ZoneInfo, unit: str) -> tuple[str, ...]:
-    """Every local hour/minute key with an instant in [start, end). Offsets and DST
+_HOUR_SUFFIXES = tuple(f" {h:02d}:00:00" for h in range(24))
+_MINUTE_SUFFIXES = tuple(f" {h:02d}:{m:02d}:00" for h in range(24) for m in range(60))
+
+
+def _quarter_keys(start: datetime, end: datetime, tz: ZoneInfo, unit: str) -> list[str]:
+    """Every local hour/minute key with an instant in [start, end), sorted. Offsets and DST
     transitions are whole quarter hours, so the offset is constant inside a UTC quarter
     hour: one zone conversion per quarter, the minutes inside it by arithmetic."""
     keys: set[str] = set()
@@ -57,9 +61,39 @@ def _sub_day_series(start: datetime, end: datetime, tz: ZoneInfo, unit: str) -> 
                 keys.add((m + offset).strftime("%Y-%m-%d %H:%M:00"))
                 m += timedelta(minutes=1)
         q += QUARTER
+    return sorted(keys)
+
+
+def _sub_day_series(start: datetime, end: datetime, tz: ZoneInfo, unit: str) -> tuple[str, ...]:
+    """Every local hour/minute key with an instant in [start, end), ascending.
+
+    The size of the range is checked before any key is made (a 400 costs nothing). Keys
+    are made per local day: a whole day without an offset change holds exactly the keys
+    00:00..23:59 of its date (made by concatenation), any other day or part of a day is
+    walked by quarter hours (`_quarter_keys`). A day's keys all carry its date, so the
+    days' lists concatenate in order."""
+    size = timedelta(hours=1) if unit == "hour" else timedelta(minutes=1)
+    too_many = ParamError(f"Error in unit: the range holds more than {MAX_BUCKETS} {unit} buckets")
+    if (end - start) // size > MAX_BUCKETS + 48:  # DST can add at most a bucket a day
+        raise too_many
+    suffixes = _HOUR_SUFFIXES if unit == "hour" else _MINUTE_SUFFIXES
+    keys: list[str] = []
+    day = start.astimezone(tz).date()
+    day_start = local_midnight_utc(day, tz.key)
+    while day_start < end:
+        next_start = local_midnight_utc(day + timedelta(days=1), tz.key)
+        lo, hi = max(start, day_start), min(end, next_start)
+        if lo < hi:
+            whole = lo == day_start and hi == next_start and next_start - day_start == timedelta(days=1)
+            if whole and day_start.astimezone(tz).utcoffset() == (next_start - QUARTER).astimezone(tz).utcoffset():
+                iso = day.isoformat()
+                keys.extend(iso + suffix for suffix in suffixes)
+            else:
+                keys.extend(_quarter_keys(lo, hi, tz, unit))
         if len(keys) > MAX_BUCKETS:
-            raise ParamError(f"Error in unit: the range holds more than {MAX_BUCKETS} {unit} buckets")
-    return tuple(sorted(keys))
+            raise too_many
+        day, day_start = day + timedelta(days=1), next_start
+    return tuple(keys)
 
 
 def _calendar_key(day: date, unit: str) -> str:

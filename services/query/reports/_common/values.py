@@ -10,6 +10,7 @@ from typing import Any
 from starlette.responses import Response
 
 __all__ = [
+    "csv_cell",
     "csv_response",
     "measure",
     "segmented_values",
@@ -34,12 +35,25 @@ def zero_filled(series: Sequence[str], cells: Mapping[str, int | float], zero: i
     return {key: cells.get(key, zero) for key in series}
 
 
+# A cell a spreadsheet would read as a formula (OWASP "CSV injection"): it gets a leading `'`.
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: Any) -> Any:
+    """A text cell that starts like a formula, prefixed with `'`; numbers are left as they are."""
+    if isinstance(value, str) and value.startswith(_FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
 def csv_response(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> Response:
-    """`format=csv`: a header row, then one row per (segment, date) (semantics §11)."""
+    """`format=csv`: a header row, then one row per (segment, date) (semantics §11). Every cell
+    is quoted (RFC 4180: `"` doubled inside) and text cells that start with `=`, `+`, `-`, `@`,
+    tab or CR are prefixed with `'`, so a spreadsheet never runs a segment name as a formula."""
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(header)
-    writer.writerows(rows)
+    writer = csv.writer(out, lineterminator="\r\n", quoting=csv.QUOTE_ALL)
+    writer.writerow([csv_cell(cell) for cell in header])
+    writer.writerows([csv_cell(cell) for cell in row] for row in rows)
     return Response(out.getvalue(), media_type="text/csv; charset=utf-8")
 
 
