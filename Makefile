@@ -12,7 +12,7 @@ DATA ?= ./footfall-data
 TEST_WORKERS ?= 2
 TYPECHECK := build/typecheck/footfall
 
-.PHONY: install install-test run test test-unit lint bench clean
+.PHONY: install install-test run test test-unit lint bench clean browser
 
 # `make run` needs the runtime dependencies only; pip prints each package as it goes.
 $(RUNTIME): pyproject.toml setup.py
@@ -41,6 +41,7 @@ lint: install-test
 	@mkdir -p $(TYPECHECK)
 	@ln -sfn ../../../shared $(TYPECHECK)/shared
 	@ln -sfn ../../../services $(TYPECHECK)/services
+	@ln -sfn ../../../testing $(TYPECHECK)/testing
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
@@ -48,7 +49,17 @@ lint: install-test
 # Runs the gates, starts local Kafka and Redis (deploy/local) unless FOOTFALL_KAFKA_BOOTSTRAP /
 # FOOTFALL_REDIS_URL already name them, runs the whole suite (in parallel, then the `serial`
 # tests that restart those services, alone), stops what it started.
-test: lint
+# The web UI's browser tests (tests/e2e/test_ui_browser.py) drive Debian's `chromium`:
+# installed here when it is missing and we are root (CI); otherwise those tests skip locally.
+browser:
+	@if ! command -v chromium >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "make: installing chromium for the browser tests ..."; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+	  else echo "make: chromium is missing and we are not root: the browser tests will skip"; fi; \
+	fi
+
+test: lint browser
 	@set -euo pipefail; \
 	started=""; \
 	if [ -z "$${FOOTFALL_KAFKA_BOOTSTRAP:-}" ] || [ -z "$${FOOTFALL_REDIS_URL:-}" ]; then \

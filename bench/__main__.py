@@ -15,6 +15,8 @@ BENCHMARKS = [
     "query_funnels",
     "query_engage",
     "query_cohorts",
+    "import_under_export",
+    "migrate_amplitude",
 ]
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import socket
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -14,32 +15,47 @@ from footfall.shared.config import ConfigError, LogSettings
 from footfall.shared.logging import configure_logging
 
 
-def _uvicorn(app: object, host: str, port: int, log: LogSettings, workers: int = 1, factory: bool = False) -> int:
-    import uvicorn
+def _uvicorn(
+    app: object,
+    host: str,
+    port: int,
+    log: LogSettings,
+    workers: int = 1,
+    factory: bool = False,
+    sock: socket.socket | None = None,
+) -> int:
+    # Exits within 5 s of SIGTERM in every state (footfall.shared.server).
+    from footfall.shared.server import run_app
 
-    uvicorn.run(
-        app,  # type: ignore[arg-type]
-        factory=factory,
-        host=host,
-        port=port,
-        log_level=log.level if log.level != "info" else "warning",
-        access_log=False,
-        workers=workers if workers > 1 else None,
-        timeout_graceful_shutdown=10,
-        # The peer address is the TCP peer: uvicorn would otherwise rewrite it from
-        # X-Forwarded-For for 127.0.0.1; the gateway applies FOOTFALL_TRUSTED_PROXIES itself.
-        proxy_headers=False,
-    )
-    return 0
+    return run_app(app, host, port, log, workers=workers, factory=factory, sock=sock)
+
+
+def _claim(args: argparse.Namespace, store: Any | None) -> socket.socket:
+    """What a server needs before it creates anything: its port, and the data folder of a
+    chDB store (one process at a time). StartError (one line) when either is taken."""
+    from footfall.shared.server import listen, lock_data_dir
+
+    sock = listen(args.host, args.port)
+    if store is not None and store.embedded:
+        try:
+            _held.append(lock_data_dir(store.data_dir))
+        except BaseException:
+            sock.close()
+            raise
+    return sock
+
+
+_held: list[int] = []  # the data folder's lock, held for the life of the process
 
 
 def cmd_serve(args: argparse.Namespace, settings: Any) -> int:
     from footfall.services.standalone.main import build_embedded
 
+    sock = _claim(args, settings.store)  # before the credentials are created
     embedded = build_embedded(settings)
     data_dir = settings.store.data_dir
     print(f"Footfall listening on http://{args.host}:{args.port} (data in {data_dir})", file=sys.stderr)
-    return _uvicorn(embedded.app, args.host, args.port, settings.log)
+    return _uvicorn(embedded.app, args.host, args.port, settings.log, sock=sock)
 
 
 def cmd_funnels(args: argparse.Namespace, settings: Any) -> int:
@@ -61,39 +77,61 @@ def cmd_cohorts(args: argparse.Namespace, settings: Any) -> int:
 
 
 def cmd_gateway(args: argparse.Namespace, settings: Any) -> int:
+    sock = _claim(args, None)
     print(f"Footfall gateway on http://{args.host}:{args.port} -> Kafka {settings.kafka.bootstrap}", file=sys.stderr)
     if args.workers > 1:
         # One app (producer, directory follower) per uvicorn worker process.
         return _uvicorn(
-            "footfall.services.gateway.main:create_app", args.host, args.port, settings.log, args.workers, factory=True
+            "footfall.services.gateway.main:create_app",
+            args.host,
+            args.port,
+            settings.log,
+            args.workers,
+            factory=True,
+            sock=sock,
         )
     from footfall.services.gateway.main import build_gateway
 
-    return _uvicorn(build_gateway(settings), args.host, args.port, settings.log)
+    return _uvicorn(build_gateway(settings), args.host, args.port, settings.log, sock=sock)
 
 
 def cmd_worker(args: argparse.Namespace, settings: Any) -> int:
     from footfall.services.worker.main import build_worker
 
     consumers = args.consumers or settings.consumers
+    sock = _claim(args, settings.store)
     worker = build_worker(settings, consumers=consumers)
     print(
         f"Footfall worker: {consumers} consumer(s), Kafka {settings.kafka.bootstrap} -> {worker.warehouse.dsn.scheme}"
         f" store; /healthz /metrics on http://{args.host}:{args.port}",
         file=sys.stderr,
     )
-    return _uvicorn(worker.app, args.host, args.port, settings.log)
+    return _uvicorn(worker.app, args.host, args.port, settings.log, sock=sock)
 
 
 def cmd_query(args: argparse.Namespace, settings: Any) -> int:
     from footfall.services.query.main import build_query
 
+    sock = _claim(args, settings.store)
     process = build_query(settings)
     print(
         f"Footfall query service on http://{args.host}:{args.port} -> {process.warehouse.dsn.scheme} store",
         file=sys.stderr,
     )
-    return _uvicorn(process.app, args.host, args.port, settings.log)
+    return _uvicorn(process.app, args.host, args.port, settings.log, sock=sock)
+
+
+def cmd_migrate(args: argparse.Namespace, settings: Any) -> int:
+    if args.action is not None:  # amplitude | mixpanel | status: a client of a running deployment
+        from footfall.services.migrate.client import run_client
+
+        return run_client(args, settings)
+    from footfall.services.migrate.main import build_migrate
+
+    sock = _claim(args, settings.store)
+    process = build_migrate(settings)
+    print(f"Footfall migration service on http://{args.host}:{args.port}", file=sys.stderr)
+    return _uvicorn(process.app, args.host, args.port, settings.log, sock=sock)
 
 
 def cmd_directory(args: argparse.Namespace, settings: Any) -> int:
@@ -110,6 +148,24 @@ def cmd_directory(args: argparse.Namespace, settings: Any) -> int:
 
 def cmd_projects(args: argparse.Namespace, settings: Any) -> int:
     from footfall.services.app.projects import cmd_projects as run
+
+    return run(args, settings)
+
+
+def cmd_backup(args: argparse.Namespace, settings: Any) -> int:
+    from footfall.services.app.backup import cmd_backup as run
+
+    return run(args, settings)
+
+
+def cmd_restore(args: argparse.Namespace, settings: Any) -> int:
+    from footfall.services.app.backup import cmd_restore as run
+
+    return run(args, settings)
+
+
+def cmd_status(args: argparse.Namespace, settings: Any) -> int:
+    from footfall.services.app.backup import cmd_status as run
 
     return run(args, settings)
 
@@ -144,6 +200,12 @@ def _query_settings(env: dict[str, str], data_dir: Path | None) -> Any:
     return QuerySettings.from_env(env, data_dir=data_dir)
 
 
+def _migrate_settings(env: dict[str, str], data_dir: Path | None) -> Any:
+    from footfall.services.migrate.settings import MigrateSettings
+
+    return MigrateSettings.from_env(env, data_dir=data_dir)
+
+
 def _client_settings(env: dict[str, str], data_dir: Path | None) -> Any:
     from footfall.services.app.settings import ClientSettings
 
@@ -175,11 +237,66 @@ COMMANDS: dict[str, Command] = {
     "funnels": Command(cmd_funnels, _management_settings),
     "bookmarks": Command(cmd_bookmarks, _management_settings),
     "cohorts": Command(cmd_cohorts, _client_settings),
+    "migrate": Command(cmd_migrate, _migrate_settings),
+    "backup": Command(cmd_backup, _management_settings),
+    "restore": Command(cmd_restore, _management_settings),
+    "status": Command(cmd_status, _management_settings),
 }
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """Every option's default in its help line, unless the help already names it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        help_text = action.help or ""
+        default = action.default
+        if (
+            action.option_strings
+            and "default" not in help_text
+            and default not in (None, False, argparse.SUPPRESS)
+            and not isinstance(action, argparse._VersionAction | argparse._HelpAction)
+        ):
+            help_text = f"{help_text} (default: %(default)s)".strip()
+        return help_text or None
+
+
+class _Parser(argparse.ArgumentParser):
+    """Its subcommands' parsers are `_Parser`s too, so every `--help` shows defaults."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        action = super().add_argument(*args, **kwargs)
+        if action.help is None and action.option_strings and action.default not in (None, False, argparse.SUPPRESS):
+            action.help = "(default: %(default)s)"
+        return action
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("footfall")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _schema_version() -> int:
+    """The highest migration number this release carries (footfall.shared.backup)."""
+    from footfall.shared.backup import release_schema_version
+
+    return release_schema_version()
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="footfall", description="Self-hostable product analytics.")
+    parser = _Parser(prog="footfall", description="Self-hostable product analytics.")
+    parser.add_argument("--version", action="version", version=f"footfall {_version()} (schema {_schema_version()})")
+    # `projects` and `service-accounts` over a running server's HTTP API (footfall.services.app.management_client)
+    parser.add_argument("--url", dest="global_url", default=None, help="server of the management API (FOOTFALL_URL)")
+    parser.add_argument("--user", dest="global_user", default=None, help="USERNAME:SECRET of a service account")
+    parser.add_argument("--json", dest="global_json", action="store_true", help="print the API's JSON, not a table")
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="run every interface in one process (embedded chDB store)")
@@ -219,6 +336,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_saved_commands(sub)
     add_project_commands(sub)
     add_cohort_commands(sub)
+    from footfall.services.migrate.client import add_migrate_command
+
+    add_migrate_command(sub)
+    from footfall.services.app.backup import add_operation_commands
+
+    add_operation_commands(sub)
     return parser
 
 
@@ -232,7 +355,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"footfall: {exc}", file=sys.stderr)
         return 2
     configure_logging(settings.log.level, settings.log.format)
-    return command.run(args, settings)
+    from footfall.shared.server import StartError
+
+    try:
+        return command.run(args, settings)
+    except StartError as exc:
+        print(f"footfall: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -15,8 +15,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
+
+import orjson
 
 __all__ = [
     "PREFIX",
@@ -26,6 +29,7 @@ __all__ = [
     "ImportLimits",
     "KafkaSettings",
     "LogSettings",
+    "RegionSettings",
     "StoreSettings",
 ]
 
@@ -65,10 +69,18 @@ class Env:
 class LogSettings:
     level: str = "info"
     format: str = "json"
+    access: bool = True  # one structured `access` line per request (FOOTFALL_ACCESS_LOG=0 turns it off)
 
     @classmethod
     def from_env(cls, env: Env) -> LogSettings:
-        return cls(level=env.text("LOG_LEVEL", "info"), format=env.text("LOG_FORMAT", "json"))
+        access = env.text("ACCESS_LOG", "1").strip().lower()
+        if access not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+            raise ConfigError(f"{PREFIX}ACCESS_LOG must be 1 or 0 (true/false, on/off), got {access!r}")
+        return cls(
+            level=env.text("LOG_LEVEL", "info"),
+            format=env.text("LOG_FORMAT", "json"),
+            access=access in ("1", "true", "yes", "on"),
+        )
 
 
 @dataclass(frozen=True)
@@ -77,10 +89,17 @@ class StoreSettings:
 
     data_dir: Path = Path("footfall-data")
     warehouse_dsn: str = ""  # empty: chdb://<data_dir>/chdb
+    backup_dir: Path | None = None  # FOOTFALL_BACKUP_DIR; None: footfall-backups beside the data folder
 
     @property
     def embedded(self) -> bool:
         return not self.warehouse_dsn
+
+    @property
+    def backups(self) -> Path:
+        """The only folder `footfall backup` writes into (footfall.shared.backup), absolute."""
+        folder = self.backup_dir if self.backup_dir is not None else self.data_dir.parent / "footfall-backups"
+        return folder.resolve()
 
     @property
     def dsn(self) -> str:
@@ -88,11 +107,20 @@ class StoreSettings:
             return self.warehouse_dsn
         return f"chdb://{(self.data_dir / 'chdb').resolve()}"
 
+    def make_data_dir(self) -> Path:
+        """Create the data folder as 0700, or tighten an existing one to 0700, so that nothing
+        below it (chDB files, the bootstrap credentials) is readable by other users."""
+        self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if self.data_dir.stat().st_mode & 0o077:
+            os.chmod(self.data_dir, 0o700)
+        return self.data_dir
+
     @classmethod
     def from_env(cls, env: Env, data_dir: Path | None = None) -> StoreSettings:
         return cls(
             data_dir=data_dir if data_dir is not None else Path(env.text("DATA_DIR", "footfall-data")),
             warehouse_dsn=env.text("WAREHOUSE_DSN"),
+            backup_dir=Path(env.text("BACKUP_DIR")) if env.text("BACKUP_DIR") else None,
         )
 
 
@@ -124,12 +152,27 @@ class ImportLimits:
     max_array_len: int = 255  # fewer than
     max_string_len: int = 255  # longer strings are truncated
     max_future_seconds: int = 3600
+    # the per-project rolling one-minute ingest budget (services/gateway/ratelimit.py); 0: none
+    rate_events_per_second: int = 30_000
+    rate_bytes_per_minute: int = 2 * 1024**3
 
     @classmethod
     def from_env(cls, env: Env) -> ImportLimits:
+        rates = {
+            name: env.integer(name, default)
+            for name, default in (
+                ("IMPORT_RATE_EVENTS_PER_SECOND", cls.rate_events_per_second),
+                ("IMPORT_RATE_BYTES_PER_MINUTE", cls.rate_bytes_per_minute),
+            )
+        }
+        for name, value in rates.items():
+            if value < 0:
+                raise ConfigError(f"{PREFIX}{name} must be 0 (no limit) or more, got {value}")
         return cls(
             max_events_per_request=env.integer("IMPORT_MAX_EVENTS", cls.max_events_per_request),
             max_request_bytes=env.integer("IMPORT_MAX_BYTES", cls.max_request_bytes),
+            rate_events_per_second=rates["IMPORT_RATE_EVENTS_PER_SECOND"],
+            rate_bytes_per_minute=rates["IMPORT_RATE_BYTES_PER_MINUTE"],
         )
 
 
@@ -150,3 +193,41 @@ class BootstrapSettings:
             sa_username=env.text("BOOTSTRAP_SA_USERNAME"),
             sa_secret=env.text("BOOTSTRAP_SA_SECRET"),
         )
+
+
+REGIONS = ("us", "eu", "in")
+
+
+@dataclass(frozen=True)
+class RegionSettings:
+    """The deployment's data-residency region (semantics-2 §15) and, optionally, the base URL
+    of every region's deployment, so that a refusal can name the host to use instead."""
+
+    region: str = "us"
+    urls: Mapping[str, str] = field(default_factory=dict)
+
+    def url_of(self, region: str) -> str | None:
+        return self.urls.get(region)
+
+    @classmethod
+    def from_env(cls, env: Env) -> RegionSettings:
+        region = env.text("REGION", "us").strip().lower() or "us"
+        if region not in REGIONS:
+            raise ConfigError(f"{PREFIX}REGION must be one of {', '.join(REGIONS)}, got {region!r}")
+        raw = env.text("REGION_URLS").strip()
+        urls: dict[str, str] = {}
+        if raw:
+            try:
+                value = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                raise ConfigError(f"{PREFIX}REGION_URLS must be a JSON object (region -> base URL)") from None
+            if not isinstance(value, dict):
+                raise ConfigError(f"{PREFIX}REGION_URLS must be a JSON object (region -> base URL)")
+            for key, url in value.items():
+                if key not in REGIONS:
+                    raise ConfigError(f"{PREFIX}REGION_URLS: unknown region {key!r} (one of {', '.join(REGIONS)})")
+                parts = urlsplit(url) if isinstance(url, str) else None
+                if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
+                    raise ConfigError(f"{PREFIX}REGION_URLS: the URL of {key!r} must be an http(s) URL")
+                urls[key] = url.rstrip("/")
+        return cls(region, urls)

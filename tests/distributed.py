@@ -97,9 +97,11 @@ class Proc:
             if self.proc.poll() is not None:
                 raise AssertionError(f"{self.name} exited with {self.proc.returncode}:\n{self.log()[-4000:]}")
             try:
-                return httpx.get(self.base + "/healthz", timeout=2.0).status_code == 200
+                r = httpx.get(self.base + "/healthz", timeout=2.0)
             except httpx.HTTPError:
                 return False
+            # `serve` answers 200 at once, "degraded" until its Kafka parts run: wait for "ok".
+            return r.status_code == 200 and r.json().get("status", "ok") == "ok"
 
         try:
             wait_for(ok, timeout, what=f"{self.name} healthy")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from footfall.services.app.settings import ManagementSettings
 from footfall.services.gateway.settings import GatewaySettings
+from footfall.services.migrate.settings import MigrateSettings
 from footfall.services.query.settings import QuerySettings
 from footfall.services.worker.settings import WorkerSettings
 from footfall.shared.config import BootstrapSettings, LogSettings, StoreSettings
@@ -20,6 +21,7 @@ class ServeSettings:
     worker: WorkerSettings = field(default_factory=WorkerSettings)
     query: QuerySettings = field(default_factory=QuerySettings)
     management: ManagementSettings = field(default_factory=ManagementSettings)
+    migrate: MigrateSettings = field(default_factory=MigrateSettings)
 
     @property
     def log(self) -> LogSettings:
@@ -45,4 +47,5 @@ class ServeSettings:
             worker=WorkerSettings.from_env(values, data_dir=data_dir),
             query=QuerySettings.from_env(values, data_dir=data_dir),
             management=ManagementSettings.from_env(values, data_dir=data_dir),
+            migrate=MigrateSettings.from_env(values, data_dir=data_dir),
         )

@@ -21,20 +21,25 @@ from types import MappingProxyType
 
 __all__ = [
     "COHORTS",
+    "DATA_DELETIONS",
     "ENGAGE_SESSIONS",
     "EVENTS",
     "EVENT_COUNTS_15M",
+    "EXPERIMENTS",
     "ID_COUNTERS",
     "KNOWN_IDS",
+    "MIGRATION_JOBS",
     "PROFILES",
     "PROFILE_HEADS",
     "PROFILE_UPDATES",
     "PROJECTS",
     "PROJECT_CREDENTIALS",
+    "PROJECT_RETENTION",
     "SAVED_FUNNELS",
     "SAVED_REPORTS",
     "SERVICE_ACCOUNTS",
     "SERVICE_ACCOUNT_PROJECTS",
+    "SERVICE_ACCOUNT_USAGE",
     "TABLES",
     "Column",
     "Table",
@@ -147,10 +152,27 @@ PROJECTS = Table(
         Column("created_at", _UTC_MS),
         Column("updated_at", _UTC_MS),
         Column("deleted", "UInt8", default="0"),
+        # m0009: the owning organization, and the data-residency region ("" = before regions)
+        Column("organization_id", "UInt64", default="1"),
+        Column("region", "LowCardinality(String)", default="''"),
     ),
     engine="ReplacingMergeTree(updated_at)",
     order_by="project_id",
     tenant=False,  # the directory of projects itself: read by the credential layer
+)
+
+# Retention (m0015): days of events a project keeps (footfall.shared.retention); no row, or
+# days = 0, keeps everything. Versioned by `updated_at`, read with FINAL.
+PROJECT_RETENTION = Table(
+    "project_retention",
+    (
+        Column("project_id", "UInt64"),
+        Column("days", "UInt32"),
+        Column("updated_at", _UTC_MS),
+    ),
+    engine="ReplacingMergeTree(updated_at)",
+    order_by="project_id",
+    tenant=False,  # read whole to render the tables' TTL rules
 )
 
 PROJECT_CREDENTIALS = Table(
@@ -180,8 +202,22 @@ SERVICE_ACCOUNTS = Table(
         Column("expires_at", f"Nullable({_UTC_MS})"),
         Column("updated_at", _UTC_MS),
         Column("deleted", "UInt8", default="0"),
+        Column("creator", "Nullable(UInt64)"),  # m0009: the creating service account (null: the CLI)
     ),
     engine="ReplacingMergeTree(updated_at)",
+    order_by="sa_id",
+    tenant=False,
+)
+
+# When a service account last logged in (m0009): written at most once a minute per account and
+# process; the newest row per account counts.
+SERVICE_ACCOUNT_USAGE = Table(
+    "service_account_usage",
+    (
+        Column("sa_id", "UInt64"),
+        Column("last_used", _UTC_MS),
+    ),
+    engine="ReplacingMergeTree(last_used)",
     order_by="sa_id",
     tenant=False,
 )
@@ -358,6 +394,65 @@ ID_COUNTERS = Table(
     tenant=False,
 )
 
+# Experiments (m0010, semantics-2 §16): one versioned row per change of an experiment, like the
+# cohorts; a delete is a row with `deleted` = 1 (the id then answers 404). `record` is the JSON
+# object of `footfall.services.app.experiments.model` (definition, lifecycle dates, decision and
+# the results frozen at conclusion); the other columns repeat what listings filter by.
+EXPERIMENTS = Table(
+    "experiments",
+    (
+        Column("project_id", "UInt64"),
+        Column("experiment_id", "String"),  # a UUID's canonical text
+        Column("name", "String"),
+        Column("status", "LowCardinality(String)"),
+        Column("archived", "UInt8"),
+        Column("record", "String", codec="ZSTD(1)"),
+        Column("created_at", _UTC_US),
+        Column("updated_at", _UTC_US),
+        Column("deleted", "UInt8", default="0"),
+    ),
+    engine="ReplacingMergeTree(updated_at)",
+    order_by="(project_id, experiment_id)",
+)
+
+# Migration jobs (m0014, semantics-2 §14.2): one versioned row per change of a job
+# (ReplacingMergeTree by `updated_at`, microseconds, strictly increasing per job), read with
+# FINAL. `record` is the job's JSON (`footfall.services.migrate.model.Job.record`, its cursor
+# included); `secret` the Fernet-encrypted source credentials, "" once the job cannot run again.
+MIGRATION_JOBS = Table(
+    "migration_jobs",
+    (
+        Column("project_id", "UInt64"),
+        Column("job_id", "String"),  # a UUID's canonical text
+        Column("state", "LowCardinality(String)"),
+        Column("record", "String", codec="ZSTD(1)"),
+        Column("secret", "String"),
+        Column("updated_at", _UTC_US),
+    ),
+    engine="ReplacingMergeTree(updated_at)",
+    order_by="(project_id, job_id)",
+)
+
+# Data-deletion tasks (m0011): one versioned row per state of a task (PENDING, STARTED, SUCCESS,
+# FAILURE), read with FINAL; `distinct_ids` is the JSON array of the ids whose data goes.
+DATA_DELETIONS = Table(
+    "data_deletions",
+    (
+        Column("project_id", "UInt64"),
+        Column("task_id", "String"),
+        Column("distinct_ids", "String", codec="ZSTD(1)"),
+        Column("compliance_type", "LowCardinality(String)"),
+        Column("status", "LowCardinality(String)"),
+        Column("requested_by", "Nullable(UInt64)"),
+        Column("error", "String", default="''"),
+        Column("created_at", _UTC_MS),
+        Column("finished_at", f"Nullable({_UTC_MS})"),
+        Column("updated_at", _UTC_US),
+    ),
+    engine="ReplacingMergeTree(updated_at)",
+    order_by="(project_id, task_id)",
+)
+
 TABLES = MappingProxyType(
     {
         t.name: t
@@ -366,8 +461,10 @@ TABLES = MappingProxyType(
             EVENT_COUNTS_15M,
             PROJECTS,
             PROJECT_CREDENTIALS,
+            PROJECT_RETENTION,
             SERVICE_ACCOUNTS,
             SERVICE_ACCOUNT_PROJECTS,
+            SERVICE_ACCOUNT_USAGE,
             SAVED_FUNNELS,
             SAVED_REPORTS,
             PROFILE_UPDATES,
@@ -377,6 +474,8 @@ TABLES = MappingProxyType(
             ENGAGE_SESSIONS,
             COHORTS,
             ID_COUNTERS,
+            EXPERIMENTS,
+            MIGRATION_JOBS,
         )
     }
 )

@@ -21,12 +21,15 @@ ALLOWED: dict[str, set[str]] = {
     "worker": set(),
     "query": set(),
     "app": set(),
-    "standalone": {"gateway", "worker", "query", "app"},  # the embedded composition root
+    "migrate": set(),
+    "ui": set(),  # the web UI reaches the other services only through HTTP (in-process)
+    "standalone": {"gateway", "worker", "query", "app", "migrate", "ui"},  # the embedded composition root
 }
 # composition roots outside `standalone`: module -> extra packages it wires in
 ROOTS: dict[str, set[str]] = {
-    "services/query/main.py": {"app"},  # `footfall query` also serves the management interface
-    "services/cli.py": {"standalone", "gateway", "worker", "query", "app"},
+    "services/query/main.py": {"app", "ui"},  # `footfall query` also serves management and the web UI
+    "services/migrate/main.py": {"gateway"},  # `footfall migrate` publishes through the Kafka sink
+    "services/cli.py": {"standalone", "gateway", "worker", "query", "app", "migrate"},
 }
 
 

@@ -31,7 +31,7 @@ from footfall.services.gateway.app import INGESTION, ingestion_routes
 from footfall.services.query import app as query_app
 from footfall.services.query.endpoints import QUERY
 from footfall.services.query.reports import _common
-from footfall.services.query.settings import QuerySettings
+from footfall.services.query.settings import ExportLimits, QuerySettings
 from footfall.services.standalone.sink import EmbeddedSink
 from footfall.services.worker.enrich import Enricher
 from footfall.shared.auth import Authenticator
@@ -101,7 +101,7 @@ def build_env(
 def app_for(warehouse: ClickHouseWarehouse, zones: dict[int, str], settings: QuerySettings | None = None) -> ReportEnv:
     """The app over a store whose projects and credentials exist already."""
     authenticator = Authenticator(MetadataRepository(warehouse).load_directory())
-    settings = settings or QuerySettings(rate_per_hour=0, concurrency=0)
+    settings = settings or QuerySettings(rate_per_hour=0, concurrency=0, export=ExportLimits(0, 0, 0))
     routes = ingestion_routes(authenticator, EmbeddedSink(warehouse, Enricher(None)), ImportLimits())
     counter = query_app.cohort_counter(warehouse, settings)
     routes += query_app.query_routes(authenticator, warehouse, settings, counter)

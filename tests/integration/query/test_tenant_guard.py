@@ -58,8 +58,10 @@ SEED = 20240417
 # for project 1 by accident), in zones with whole-hour and half-hour offsets.
 ZONES = {3: "America/New_York", 8: "Asia/Kolkata"}
 TENANT: dict[str, Table] = {name: t for name, t in TABLES.items() if t.tenant}
-# The profile update log and its newest-arrival heads: ingestion only (see the docstring).
-NOT_QUERIED = {"profile_updates", "profile_heads"}
+# The profile update log and its newest-arrival heads: ingestion only (see the docstring). The
+# management tables of experiments, data-deletion tasks and migration jobs are read by their own
+# routes only (through `source`), never by a query endpoint.
+NOT_QUERIED = {"profile_updates", "profile_heads", "experiments", "data_deletions", "migration_jobs"}
 QUERIED: dict[str, Table] = {name: t for name, t in TENANT.items() if name not in NOT_QUERIED}
 EXPORT = "export"
 ENDPOINTS = (*REPORT_NAMES, EXPORT)
@@ -668,6 +670,15 @@ def _export(spec: ProjectSpec) -> Iterator[Request]:
     yield EXPORT, {"from_date": spec.to_date, "to_date": spec.to_date}
 
 
+def _jql(spec: ProjectSpec) -> Iterator[Request]:
+    events = f'Events({{from_date: "{spec.from_date}", to_date: "{spec.to_date}"'
+    yield "jql", {"script": f"function main() {{ return {events}}}).groupBy(['name'], mixpanel.reducer.count()); }}"}
+    selected = ", event_selectors: [{event: 'Purchase', selector: 'properties[\"price\"] > 10'}]})"
+    yield "jql", {"script": f"function main() {{ return join({events}{selected}, People(), {{type: 'full'}}); }}"}
+    people = 'People({user_selectors: [{selector: \'properties["plan"] == "pro"\'}]})'
+    yield "jql", {"script": f"function main() {{ return {people}.reduce(mixpanel.reducer.count()); }}"}
+
+
 def _engage(state: Loaded, pid: int) -> Iterator[Request]:
     group = int.from_bytes(hashlib.blake2b(GROUP_KEY.encode(), digest_size=8).digest(), "big", signed=True)
     purchases = json.dumps(
@@ -702,6 +713,7 @@ def requests_for(state: Loaded, pid: int) -> Iterator[Request]:
         yield "insights", {"bookmark_id": str(bookmark_id)}
     yield from _export(spec)
     yield from _engage(state, pid)
+    yield from _jql(spec)
     yield "cohorts/list", {}
 
 
@@ -785,6 +797,7 @@ def test_every_tenant_read_is_guarded_by_the_requesting_project(loaded: Loaded) 
         ("cohorts/list", "cohorts"),
         ("cohorts/list", "known_ids"),
         ("cohorts/list", "profiles"),
+        ("jql", "profiles"),
         *((endpoint, "events") for endpoint in ENDPOINTS if endpoint != "funnels/list"),
     }
     assert expected <= covered, f"(endpoint, table) pairs never checked: {sorted(expected - covered)}"
