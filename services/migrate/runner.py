@@ -291,9 +291,14 @@ class Runner:
         return day.isoformat()
 
     async def _commit(self, job: Job, source: str) -> None:
-        job.counts.chunks_done += 1
+        # The live job (what GET shows) counts the chunk only once its row is saved: a reader
+        # never sees a chunk done that a crash right now would make the resume redo.
+        counts = replace(job.counts, chunks_done=job.counts.chunks_done + 1)
+        counts.events_invalid = dict(job.counts.events_invalid)
+        saved = replace(job, counts=counts)
+        await self._save(saved)
+        job.updated, job.counts.chunks_done = saved.updated, counts.chunks_done
         metrics.CHUNKS_DONE.labels(source).inc()
-        await self._save(job)
         self.committed[job.id] = replace(job.counts, events_invalid=dict(job.counts.events_invalid))
 
     def _retry(self, job: Job) -> Retry:
