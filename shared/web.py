@@ -26,7 +26,7 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Lifespan, Message, Receive, Scope, Send
 
 from footfall.shared import metrics
-from footfall.shared.errors import FootfallError
+from footfall.shared.errors import FootfallError, ParamError
 from footfall.shared.openapi import OPENAPI_PATH, openapi_endpoint
 from footfall.shared.warehouse import WarehouseError
 
@@ -119,6 +119,19 @@ async def read_body(request: Request, limit: int, *, message: str | None = None)
             raise too_large
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+async def read_json_object(request: Request, limit: int, *, empty_is_object: bool = False) -> dict[str, Any]:
+    """A JSON object body (`read_body`'s cap applies); anything else is a 400. With
+    `empty_is_object`, an empty body is `{}`."""
+    raw = await read_body(request, limit)
+    try:
+        value = orjson.loads(b"{}" if empty_is_object and not raw else raw)
+    except orjson.JSONDecodeError:
+        raise ParamError("the request body must be a JSON object") from None
+    if not isinstance(value, dict):
+        raise ParamError("the request body must be a JSON object")
+    return value
 
 
 async def healthz(request: Request) -> Response:

@@ -56,7 +56,7 @@ from footfall.shared.cohorts import (
 )
 from footfall.shared.errors import NotFoundError, ParamError
 from footfall.shared.metadata import Project
-from footfall.shared.web import json_response, read_body
+from footfall.shared.web import json_response, read_json_object
 
 __all__ = ["MAX_BODY", "CountOf", "cohort_object", "cohort_routes"]
 
@@ -89,17 +89,6 @@ def cohort_object(cohort: Cohort, count: int, *, in_list: bool = False) -> dict[
     if in_list:
         out.pop("distinct_ids", None)
     return out
-
-
-async def _body(request: Request) -> dict[str, Any]:
-    raw = await read_body(request, MAX_BODY)
-    try:
-        value = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        raise ParamError("the request body must be a JSON object") from None
-    if not isinstance(value, dict):
-        raise ParamError("the request body must be a JSON object")
-    return value
 
 
 def _missing(cohort_ids: list[int]) -> NotFoundError:
@@ -201,7 +190,7 @@ class _Cohorts:
 
     # -- writes
     async def create(self, request: Request, project_id: int) -> Response:
-        body = await _body(request)
+        body = await read_json_object(request, MAX_BODY)
 
         def work() -> Cohort:
             with _WRITES:
@@ -212,7 +201,7 @@ class _Cohorts:
 
     async def patch(self, request: Request, project_id: int) -> Response:
         cohort_id = _path_id(request)
-        body = await _body(request)
+        body = await read_json_object(request, MAX_BODY)
 
         def work() -> Cohort:
             with _WRITES:
@@ -243,7 +232,7 @@ class _Cohorts:
                 self.store.delete(project_id, cohort_id)
 
     async def bulk_delete(self, request: Request, project_id: int) -> Response:
-        body = await _body(request)
+        body = await read_json_object(request, MAX_BODY)
         if "cohort_ids" not in body:
             raise ParamError("cohort_ids: required")
         cohort_ids = _id_list(body["cohort_ids"], "cohort_ids")
@@ -252,7 +241,7 @@ class _Cohorts:
         return json_response({"status": "ok"})
 
     async def bulk_update(self, request: Request, project_id: int) -> Response:
-        body = await _body(request)
+        body = await read_json_object(request, MAX_BODY)
         items = body.get("cohorts")
         if not isinstance(items, list):
             raise ParamError("cohorts: must be a JSON array of {id, ...PATCH members}")

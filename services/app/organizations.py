@@ -27,16 +27,14 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from footfall.services.app.operations import Management
 from footfall.shared.auth import Authenticator
-from footfall.shared.errors import ParamError
 from footfall.shared.metadata import ServiceAccount
-from footfall.shared.web import json_response, read_body
+from footfall.shared.web import json_response, read_json_object
 
 __all__ = ["organization_routes"]
 
@@ -59,17 +57,6 @@ def _ok(results: Any = None, status: int = 200) -> Response:
     if results is not None:
         body["results"] = results
     return json_response(body, status)
-
-
-async def _body(request: Request) -> dict[str, Any]:
-    raw = await read_body(request, MAX_BODY)
-    try:
-        value = orjson.loads(raw or b"{}")
-    except orjson.JSONDecodeError:
-        raise ParamError("the request body must be a JSON object") from None
-    if not isinstance(value, dict):
-        raise ParamError("the request body must be a JSON object")
-    return value
 
 
 def _path_int(request: Request, name: str) -> int:
@@ -106,7 +93,7 @@ def organization_routes(
         account = await caller(request)
         org = _path_int(request, "org")
         if request.method == "POST":
-            body = await _body(request)
+            body = await read_json_object(request, MAX_BODY, empty_is_object=True)
             return _ok(await write(management.create_project, account, org, body), 201)
         return _ok(await run(management.list_projects, account, org))
 
@@ -114,7 +101,7 @@ def organization_routes(
         account = await caller(request)
         pid = _path_int(request, "project_id")
         if request.method == "PATCH":
-            body = await _body(request)
+            body = await read_json_object(request, MAX_BODY, empty_is_object=True)
             return _ok(await write(management.update_project, account, pid, body))
         return _ok(await run(management.get_project, account, pid))
 
@@ -129,7 +116,7 @@ def organization_routes(
         account = await caller(request)
         org = _path_int(request, "org")
         if request.method == "POST":
-            body = await _body(request)
+            body = await read_json_object(request, MAX_BODY, empty_is_object=True)
             return _ok(await write(management.create_account, account, org, body), 201)
         return _ok(await run(management.list_accounts, account, org))
 
@@ -143,13 +130,13 @@ def organization_routes(
 
     async def add_to_project(request: Request) -> Response:
         account = await caller(request)
-        body = await _body(request)
+        body = await read_json_object(request, MAX_BODY, empty_is_object=True)
         await write(management.add_to_project, account, _path_int(request, "org"), body)
         return _ok()
 
     async def remove_from_project(request: Request) -> Response:
         account = await caller(request)
-        body = await _body(request)
+        body = await read_json_object(request, MAX_BODY, empty_is_object=True)
         await write(management.remove_from_project, account, _path_int(request, "org"), body)
         return _ok()
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -23,7 +22,7 @@ from footfall.shared.errors import ParamError
 from footfall.shared.permissions import Action
 from footfall.shared.retention import RetentionError, applying, check_days, load_periods, set_period
 from footfall.shared.warehouse import Warehouse
-from footfall.shared.web import json_response, read_body
+from footfall.shared.web import json_response, read_json_object
 
 __all__ = ["retention_routes"]
 
@@ -43,7 +42,7 @@ def retention_routes(authenticator: Authenticator, management: Management, wareh
             periods = await warehouse.run(load_periods, warehouse)
             return _answer(project_id, periods.get(project_id, 0), await warehouse.run(applying, warehouse))
         await warehouse.run(management.authorize, account, project_id, Action.PROJECT_UPDATE)
-        days = _days(await read_body(request, 1024))
+        days = _days(await read_json_object(request, 1024))
         periods = await warehouse.run(set_period, warehouse, project_id, days)
         return _answer(project_id, periods.get(project_id, 0), await warehouse.run(applying, warehouse))
 
@@ -51,12 +50,8 @@ def retention_routes(authenticator: Authenticator, management: Management, wareh
     return [Route(path, retention, methods=["GET", "PUT", "PATCH"])]
 
 
-def _days(raw: bytes) -> int:
-    try:
-        body: Any = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        raise ParamError('the body must be a JSON object: {"days": N}') from None
-    if not isinstance(body, dict) or set(body) != {"days"}:
+def _days(body: dict[str, Any]) -> int:
+    if set(body) != {"days"}:
         raise ParamError('the body must be {"days": N} (0 keeps everything)')
     try:
         return check_days(body["days"])

@@ -21,7 +21,6 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-import orjson
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
@@ -29,10 +28,10 @@ from starlette.routing import Route
 
 from footfall.shared.auth import Authenticator, Principal
 from footfall.shared.credentials import Role
-from footfall.shared.errors import FootfallError, NotFoundError, ParamError
+from footfall.shared.errors import FootfallError, NotFoundError
 from footfall.shared.expr import check_expr, parse_expr
 from footfall.shared.saved import SavedStore, parse_bookmark, parse_funnel
-from footfall.shared.web import Interface, json_response, plain_error, read_body
+from footfall.shared.web import Interface, json_response, plain_error, read_json_object
 
 __all__ = ["ERROR_TYPE_HEADER", "MANAGEMENT", "WRITE_ROLES", "check_expression", "management_error", "saved_routes"]
 
@@ -60,17 +59,6 @@ MANAGEMENT = Interface("management", ("/api/app/",), management_error)
 def check_expression(text: str) -> None:
     """Parse and check an event expression; raises `ExprError` (with `.position`) when invalid."""
     check_expr(parse_expr(text))
-
-
-async def _body(request: Request) -> dict[str, Any]:
-    raw = await read_body(request, MAX_BODY)
-    try:
-        value = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        raise ParamError("the request body must be a JSON object") from None
-    if not isinstance(value, dict):
-        raise ParamError("the request body must be a JSON object")
-    return value
 
 
 def _item_id(request: Request, name: str) -> int:
@@ -192,7 +180,7 @@ class _Resource:
         return json_response({"status": "ok", "results": items})
 
     async def create(self, request: Request, principal: Principal) -> Response:
-        name, value = self.kind.validate(await _body(request))
+        name, value = self.kind.validate(await read_json_object(request, MAX_BODY))
         item = await run_in_threadpool(self.kind.create, principal.project_id, name, value)
         return json_response({"status": "ok", "results": item}, 201)
 
@@ -205,12 +193,12 @@ class _Resource:
 
     async def put(self, request: Request, principal: Principal) -> Response:
         item_id = _item_id(request, "item_id")
-        name, value = self.kind.validate(await _body(request))
+        name, value = self.kind.validate(await read_json_object(request, MAX_BODY))
         return await self._write(principal, item_id, name, value)
 
     async def patch(self, request: Request, principal: Principal) -> Response:
         item_id = _item_id(request, "item_id")
-        changes = await _body(request)
+        changes = await read_json_object(request, MAX_BODY)
         current = await run_in_threadpool(self.kind.get, principal.project_id, item_id)
         if current is None:
             raise self._missing(item_id)
