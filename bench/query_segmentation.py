@@ -12,12 +12,21 @@ Each endpoint is called over HTTP (uvicorn in a thread of this process, the embe
 app of `footfall serve`) and its hand-written single query runs on the same chDB store,
 interleaved, `--rounds` times after a warm-up; both are checked to give the same numbers.
 Result: bench/results/query_segmentation.json (medians, p90s, ratio).
+
+`--hot NAMES` (a FOOTFALL_HOT_PROPERTIES value, e.g. `+plan,price`) measures the hot property
+columns A/B on the same store: the columns are added and materialised first (waiting for the
+mutation), then every round calls each endpoint with the compiler reading the columns and
+reading the JSON text, alternating, beside the hand-written query over the JSON text and the
+same query over the columns (`hand_written_hot`). Result: query_segmentation_hot.json.
+
+    .venv/bin/python -m bench.query_segmentation --hot +plan,price --data /tmp/footfall-bench-10m-hot
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import statistics
 import threading
 import time
@@ -238,6 +247,60 @@ CASES = [
 ]
 
 
+def _hot_case(
+    client: httpx.Client, warehouse: Any, case: Case, params: dict[str, str], names: tuple[str, ...], rounds: int
+) -> dict[str, Any]:
+    """One endpoint A/B: the compiler over the hot columns and over the JSON text, alternating
+    round by round (which goes first alternates too), beside both hand-written queries."""
+    from footfall.shared.schema import hot
+
+    hand_hot = _hot_text(case.hand_written, names)
+    samples: dict[str, list[float]] = {"hot": [], "json": [], "hand": [], "hand_hot": []}
+    bodies: dict[str, Any] = {}
+    for i in range(rounds + 3):
+        for variant in ("hot", "json") if i % 2 else ("json", "hot"):
+            with hot.using(names if variant == "hot" else ()):
+                t0 = time.perf_counter()
+                r = client.get(case.path, params=params)
+                dt = time.perf_counter() - t0
+            assert r.status_code == 200, r.text
+            bodies[variant] = r.json()
+            if i >= 3:
+                samples[variant].append(dt)
+        t0 = time.perf_counter()
+        rows = warehouse.query(case.hand_written)
+        t1 = time.perf_counter()
+        rows_hot = warehouse.query(hand_hot)
+        t2 = time.perf_counter()
+        if i >= 3:
+            samples["hand"].append(t1 - t0)
+            samples["hand_hot"].append(t2 - t1)
+    assert case.same(bodies["hot"], rows) and case.same(bodies["json"], rows), f"{case.name}: numbers differ"
+    assert sorted(rows_hot) == sorted(rows), f"{case.name}: the hand-written query over the columns differs"
+    ms = {k: _ms(v) for k, v in samples.items()}
+    best_hand = min(ms["hand"]["median_ms"], ms["hand_hot"]["median_ms"])
+    out = {
+        "endpoint": case.name,
+        "ours_hot": ms["hot"],
+        "ours_json": ms["json"],
+        "hand_written": ms["hand"],
+        "hand_written_hot": ms["hand_hot"],
+        "speedup_hot": round(ms["json"]["median_ms"] / ms["hot"]["median_ms"], 2),
+        "ratio_hot_to_best_hand": round(ms["hot"]["median_ms"] / best_hand, 2),
+        "ratio_json_to_hand": round(ms["json"]["median_ms"] / ms["hand"]["median_ms"], 2),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "params": case.params,
+        "hand_written_hot_sql": " ".join(hand_hot.split()),
+    }
+    print(
+        f"{case.name:24s} hot {ms['hot']['median_ms']:6.1f} ms, json {ms['json']['median_ms']:6.1f} ms "
+        f"(x{out['speedup_hot']:.2f}); hand-written json {ms['hand']['median_ms']:6.1f}, hot "
+        f"{ms['hand_hot']['median_ms']:6.1f} ms; ratio hot/best hand {out['ratio_hot_to_best_hand']:.2f}  "
+        f"load {os.getloadavg()[0]:.1f}"
+    )
+    return out
+
+
 def _serve(app: Any) -> tuple[str, Callable[[], None]]:
     import uvicorn
 
@@ -277,18 +340,51 @@ class _Ctx:
         self.project_id, self.timezone, self.params = 1, TZ, Params(params)
 
 
+def _hot_text(text: str, names: tuple[str, ...]) -> str:
+    """A hand-written query over the JSON text, rewritten to read the hot columns of `names`."""
+    from footfall.shared.schema import hot
+
+    for name in names:
+        text = re.sub(
+            rf"JSONExtract(String|Float)\(properties, '{re.escape(name)}'\)",
+            lambda m, n=name: f"JSONExtract{m.group(1)}({hot.column_name(n)})",
+            text,
+        )
+    return text
+
+
+def _wait_for_hot_columns(warehouse: Any) -> float:
+    """Block until no mutation of events is unfinished (the hot columns are materialised)."""
+    started = time.perf_counter()
+    while True:
+        ((pending, parts),) = warehouse.query(
+            "SELECT count(), sum(parts_to_do) FROM system.mutations "
+            "WHERE database = currentDatabase() AND table = 'events' AND NOT is_done"
+        )
+        if not pending:
+            return time.perf_counter() - started
+        print(f"materialising hot columns: {pending} mutations, {parts} parts to do")
+        time.sleep(5)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=21)
     parser.add_argument("--data", type=Path, default=DEFAULT_DIR)
+    parser.add_argument("--hot", default=None, help="hot properties (FOOTFALL_HOT_PROPERTIES), A/B against none")
     args = parser.parse_args(argv)
 
     from footfall.services.standalone.main import build_embedded
+    from footfall.shared.schema import hot
 
     ensure_dataset(args.data)
+    if args.hot is not None:
+        os.environ["FOOTFALL_HOT_PROPERTIES"] = args.hot
     settings = unlimited_serve_settings(args.data)
     embedded = build_embedded(settings)
     warehouse = embedded.warehouse
+    hot_names = hot.in_use() if args.hot is not None else ()
+    materialised_s = _wait_for_hot_columns(warehouse) if hot_names else 0.0
     base, stop = _serve(embedded.app)
     auth = (BOOTSTRAP_ENV["FOOTFALL_BOOTSTRAP_SA_USERNAME"], BOOTSTRAP_ENV["FOOTFALL_BOOTSTRAP_SA_SECRET"])
     results = []
@@ -297,6 +393,9 @@ def main(argv: list[str] | None = None) -> None:
             for case in CASES:
                 params = {**case.params, "project_id": "1"}
                 ours_sql = case.ours_sql(_Ctx(case.params))
+                if hot_names:
+                    results.append(_hot_case(client, warehouse, case, params, hot_names, args.rounds))
+                    continue
                 samples: dict[str, list[float]] = {"ours": [], "ours_sql": [], "hand": [], "hand_exact": []}
                 body, rows = None, None
                 for i in range(args.rounds + 3):
@@ -342,8 +441,11 @@ def main(argv: list[str] | None = None) -> None:
         warehouse.close()
     load = os.getloadavg()
     write_result(
-        "query_segmentation",
+        "query_segmentation_hot" if hot_names else "query_segmentation",
         {
+            **(
+                {"hot_properties": list(hot_names), "materialise_wait_s": round(materialised_s, 1)} if hot_names else {}
+            ),
             "dataset": {
                 "events": EVENTS,
                 "days": 30,

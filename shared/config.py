@@ -22,10 +22,12 @@ from urllib.parse import urlsplit
 import orjson
 
 __all__ = [
+    "DEFAULT_HOT_PROPERTIES",
     "PREFIX",
     "BootstrapSettings",
     "ConfigError",
     "Env",
+    "HotSettings",
     "ImportLimits",
     "KafkaSettings",
     "LogSettings",
@@ -231,3 +233,48 @@ class RegionSettings:
                     raise ConfigError(f"{PREFIX}REGION_URLS: the URL of {key!r} must be an http(s) URL")
                 urls[key] = url.rstrip("/")
         return cls(region, urls)
+
+
+# The interface's common properties that reports filter and break down by: the default
+# properties the SDKs and the geo lookup set, and the campaign source.
+DEFAULT_HOT_PROPERTIES: tuple[str, ...] = (
+    "$browser",
+    "$os",
+    "$device",
+    "$city",
+    "$region",
+    "mp_country_code",
+    "$current_url",
+    "$referring_domain",
+    "utm_source",
+)
+MAX_HOT_PROPERTIES = 64
+
+
+@dataclass(frozen=True)
+class HotSettings:
+    """The event properties with a materialised column (`footfall.shared.schema.hot`).
+
+    FOOTFALL_HOT_PROPERTIES: unset, the defaults; a comma list, exactly those; a list
+    starting with `+`, the defaults and those; empty or `none`, no hot columns."""
+
+    names: tuple[str, ...] = DEFAULT_HOT_PROPERTIES
+
+    @classmethod
+    def from_env(cls, env: Env) -> HotSettings:
+        if PREFIX + "HOT_PROPERTIES" not in env.values:
+            return cls()
+        raw = env.text("HOT_PROPERTIES").strip()
+        if raw.lower() in ("", "none"):
+            return cls(())
+        base: tuple[str, ...] = ()
+        if raw.startswith("+"):
+            base, raw = DEFAULT_HOT_PROPERTIES, raw[1:]
+        names = [n.strip() for n in raw.split(",") if n.strip()]
+        for name in names:
+            if len(name) > 255 or any(ord(c) < 32 or ord(c) == 127 for c in name):
+                raise ConfigError(f"{PREFIX}HOT_PROPERTIES: {name[:40]!r} is not a property name")
+        merged = tuple(dict.fromkeys((*base, *names)))
+        if len(merged) > MAX_HOT_PROPERTIES:
+            raise ConfigError(f"{PREFIX}HOT_PROPERTIES names at most {MAX_HOT_PROPERTIES} properties")
+        return cls(merged)

@@ -29,11 +29,11 @@ from footfall.services.query.endpoints import QUERY
 from footfall.services.query.settings import QuerySettings
 from footfall.services.ui import UI, UiSettings, ui_routes
 from footfall.shared.auth import Authenticator
-from footfall.shared.config import Env, RegionSettings
+from footfall.shared.config import Env, HotSettings, RegionSettings
 from footfall.shared.kafka.directory import DirectoryRefresher
 from footfall.shared.metadata import Directory, MetadataRepository, UsageRecorder
 from footfall.shared.saved import WarehouseSavedStore
-from footfall.shared.schema import apply_migrations
+from footfall.shared.schema import apply_migrations, hot
 from footfall.shared.warehouse import ClickHouseWarehouse, open_warehouse
 from footfall.shared.web import build_starlette
 
@@ -54,6 +54,7 @@ def build_query(settings: QuerySettings, *, refresh_seconds: float = REFRESH_SEC
         settings.store.make_data_dir()
     warehouse = open_warehouse(settings.store.dsn)
     apply_migrations(warehouse)
+    hot.use(hot.ensure(warehouse, HotSettings.from_env(Env()).names))  # FOOTFALL_HOT_PROPERTIES
     repo = MetadataRepository(warehouse)
     region = RegionSettings.from_env(Env())  # FOOTFALL_REGION, FOOTFALL_REGION_URLS
     usage = UsageRecorder(lambda used: warehouse.run(repo.record_usage, used))

@@ -20,8 +20,8 @@ A source may also offer cheaper forms, each valid only where its condition holds
 `tests` (a `k = kind` test), `views` (`s` once the kind is known: `s_as`) and `json`
 (the value as JSON text, which `string_equals` compares with directly).
 
-`property_value` (with `property_defined`) is the only place that knows how properties
-are stored.
+`property_value` (with `property_defined` and `property_raw`) is the only place that knows
+how properties are stored.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from footfall.shared.expr.typed import Kind, Kinds
 from footfall.shared.schema.catalog import EVENTS, Table
 from footfall.shared.sql import Params, Sql, column, join, number, sql
+from footfall.shared.sql.ident import hot_column
 
 __all__ = [
     "Cond",
@@ -53,6 +54,7 @@ __all__ = [
     "parse_datetime",
     "present",
     "property_defined",
+    "property_raw",
     "property_value",
     "s_as",
     "scalar_key",
@@ -400,18 +402,28 @@ _PROPERTY_KINDS: Kinds = frozenset(
 )
 
 
-def property_value(name: str, params: Params, table: Table = EVENTS) -> Val:
-    """The one function that knows how event properties are stored (with `property_defined`);
-    profile properties (`table` = profiles) are stored the same way.
+def property_raw(name: str, params: Params, table: Table = EVENTS) -> Sql:
+    """String: the raw JSON text of property `name` ('' when missing or `properties` is not
+    an object), as `JSONExtractRaw` gives it. From the property's hot column when it has one
+    (`footfall.shared.schema.hot`: the same expression, materialised on insert), else from
+    the `properties` text with the name bound."""
+    hot = hot_column(name, table)
+    if hot is not None:
+        return hot
+    return sql("JSONExtractRaw({}, {})", column("properties", table), params.add(name, "String"))
 
-    Today: `properties` is JSON text; one `JSONExtractRaw` per property reads the raw
-    value ('' when missing), whose first byte is the JSON type. ClickHouse computes the
-    identical `JSONExtractRaw(...)` sub-expression once per row however often it appears.
-    A string is read from the raw text without a second parse where it can be
-    (`json_string`, `string_equals`). A move to hot columns or a Map/JSON column changes
-    this function only.
+
+def property_value(name: str, params: Params, table: Table = EVENTS) -> Val:
+    """The one function that knows how event properties are stored (with `property_defined`
+    and `property_raw`); profile properties (`table` = profiles) are stored the same way.
+
+    `properties` is JSON text; `property_raw` reads the raw value ('' when missing), whose
+    first byte is the JSON type: one `JSONExtractRaw` per property, or the property's hot
+    column, which holds that same text. ClickHouse computes the identical sub-expression
+    once per row however often it appears. A string is read from the raw text without a
+    second parse where it can be (`json_string`, `string_equals`).
     """
-    raw = sql("JSONExtractRaw({}, {})", column("properties", table), params.add(name, "String"))
+    raw = property_raw(name, params, table)
     string = json_string(raw)
     return Val(
         _PROPERTY_KINDS,
@@ -439,6 +451,10 @@ def property_defined(name: str, params: Params, table: Table = EVENTS) -> Sql:
 
     Equal to `property_value(name).k != undefined` (same parser, same key lookup; an
     unparsable `properties` has no property for both) and cheaper, but it is a separate
-    parse of `properties`: use it only where the value is not read too.
+    parse of `properties`: use it only where the value is not read too. A hot property's
+    column is read instead (a present value's raw text is never empty).
     """
+    hot = hot_column(name, table)
+    if hot is not None:
+        return sql("notEmpty({})", hot)
     return sql("JSONHas({}, {})", column("properties", table), params.add(name, "String"))

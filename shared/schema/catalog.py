@@ -105,6 +105,9 @@ _UTC_US = "DateTime64(6, 'UTC')"
 
 # Events (m0001). ReplacingMergeTree over the full dedup identity: rows with the same
 # sorting key are duplicates and merges keep the most recently ingested copy.
+# The hot property columns (`footfall.shared.schema.hot`, one per FOOTFALL_HOT_PROPERTIES name)
+# are added at start, outside this list: MATERIALIZED from `properties`, never inserted, not in
+# `SELECT *`, and read only through the compiler's property seam.
 EVENTS = Table(
     "events",
     (

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from footfall.shared.schema import hot
 from footfall.shared.schema.catalog import EVENTS, Table
 from footfall.shared.sql.sql import Sql, _unchecked
 
-__all__ = ["column", "insert_into"]
+__all__ = ["column", "hot_column", "insert_into"]
 
 
 def column(name: str, table: Table = EVENTS) -> Sql:
@@ -23,6 +24,13 @@ def column(name: str, table: Table = EVENTS) -> Sql:
     if name not in table.types:
         raise KeyError(f"unknown column {name!r} of {table.name}")
     return _unchecked(name)
+
+
+def hot_column(prop: str, table: Table = EVENTS) -> Sql | None:
+    """The hot column holding property `prop` of `table` (`footfall.shared.schema.hot`), when
+    one is in use; its name is derived from the property name, never the name itself."""
+    name = hot.active_column(table.name, prop)
+    return None if name is None else _unchecked(name)
 
 
 def insert_into(table: Table, columns: Sequence[str]) -> Sql:

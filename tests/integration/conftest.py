@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from footfall.shared.schema import apply_migrations
+from footfall.shared.config import Env, HotSettings
+from footfall.shared.schema import apply_migrations, hot
 from footfall.shared.warehouse import ClickHouseWarehouse, open_warehouse
 from footfall.shared.warehouse.client import WarehouseError
 
@@ -32,11 +33,19 @@ def _open_chdb(path: Path) -> ClickHouseWarehouse:
         return open_warehouse(f"chdb://{found.group(1)}")
 
 
+def _hot_columns(wh: ClickHouseWarehouse) -> None:
+    """With FOOTFALL_HOT_PROPERTIES set, the store gets those hot columns and the compiler reads
+    them (`footfall.shared.schema.hot`): the report suites then run over hot columns."""
+    if "FOOTFALL_HOT_PROPERTIES" in Env().values:
+        hot.use(hot.ensure(wh, HotSettings.from_env(Env()).names))
+
+
 @pytest.fixture(scope="session")
 def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClickHouseWarehouse]:
     """The session's chDB store with every migration applied."""
     wh = _open_chdb(tmp_path_factory.mktemp("chdb") / "data")
     apply_migrations(wh)
+    _hot_columns(wh)
     yield wh
     wh.close()
 
@@ -55,5 +64,6 @@ def truncate_all(warehouse: ClickHouseWarehouse) -> None:
 def clean_warehouse(warehouse: ClickHouseWarehouse) -> ClickHouseWarehouse:
     """The session store, migrated and with empty tables."""
     apply_migrations(warehouse)  # in case a test dropped tables
+    _hot_columns(warehouse)
     truncate_all(warehouse)
     return warehouse

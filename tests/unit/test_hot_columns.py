@@ -1,0 +1,90 @@
+"""Hot property columns without a warehouse: the setting, the column names and DDL, and the
+compiler's property seam (`footfall.shared.expr.values`) switching to a column only for hot
+event properties. The warehouse side is tests/integration/query/test_hot_columns.py."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from footfall.shared.config import DEFAULT_HOT_PROPERTIES, ConfigError, Env, HotSettings
+from footfall.shared.expr import check_expr, compile_where, parse_expr
+from footfall.shared.expr.values import property_defined, property_raw, property_value
+from footfall.shared.schema import hot
+from footfall.shared.schema.catalog import EVENTS, PROFILES
+from footfall.shared.sql import Params
+
+
+@pytest.mark.parametrize(
+    ("value", "names"),
+    [
+        (None, DEFAULT_HOT_PROPERTIES),
+        ("", ()),
+        ("none", ()),
+        (" NONE ", ()),
+        ("plan, price ,,$browser", ("plan", "price", "$browser")),
+        ("+plan,$os", (*DEFAULT_HOT_PROPERTIES, "plan")),
+        ("a b,ключ ☃", ("a b", "ключ ☃")),
+    ],
+    ids=["unset", "empty", "none", "none-spaced", "list", "added-to-defaults", "unicode"],
+)
+def test_setting_reads_names(value: str | None, names: tuple[str, ...]) -> None:
+    env = Env({} if value is None else {"FOOTFALL_HOT_PROPERTIES": value})
+    assert HotSettings.from_env(env).names == names
+
+
+@pytest.mark.parametrize("value", ["a,b\x01c", "x" * 256, ",".join(f"p{i}" for i in range(65))], ids=str)
+def test_setting_refuses_bad_names_naming_the_variable(value: str) -> None:
+    with pytest.raises(ConfigError, match="FOOTFALL_HOT_PROPERTIES"):
+        HotSettings.from_env(Env({"FOOTFALL_HOT_PROPERTIES": value}))
+
+
+NAMES = ["$browser", "plan", "Plan", "p l a n", "x'); DROP TABLE events; --", "ключ", "a\\b", "" + "y" * 255]
+
+
+def test_column_names_are_distinct_identifiers_derived_from_the_name() -> None:
+    columns = [hot.column_name(n) for n in NAMES]
+    assert len(set(columns)) == len(NAMES)
+    assert all(re.fullmatch(r"hp_[a-z0-9_]*_[0-9a-f]{8}", c) for c in columns)
+    assert columns == [hot.column_name(n) for n in NAMES]  # deterministic across processes
+    assert hot.column_name("$browser").startswith("hp_browser_")
+    with pytest.raises(ValueError):
+        hot.column_name("")
+
+
+def test_ddl_quotes_the_name_as_a_literal() -> None:
+    ddl = hot.add_statement("x'); DROP TABLE events; --\\")
+    assert ddl.startswith("ALTER TABLE events ADD COLUMN IF NOT EXISTS hp_x_drop_table_events_")
+    assert "MATERIALIZED JSONExtractRaw(properties, 'x\\'); DROP TABLE events; --\\\\') CODEC(ZSTD(1))" in ddl
+    assert hot.materialize_statement(["a", "b"]) == (
+        f"ALTER TABLE events MATERIALIZE COLUMN {hot.column_name('a')}, "
+        f"MATERIALIZE COLUMN {hot.column_name('b')} SETTINGS mutations_sync = 0"
+    )
+
+
+def test_seam_reads_the_column_of_a_hot_event_property_only() -> None:
+    column = hot.column_name("$browser")
+    with hot.using(["$browser"]):
+        params = Params()
+        assert property_raw("$browser", params).text == column
+        assert property_defined("$browser", params).text == f"notEmpty({column})"
+        value = property_value("$browser", params)
+        assert value.json is not None and value.json.text == column
+        assert params.values == {}  # the hot name is not bound: it is not read from the text
+        assert property_raw("plan", params).text == "JSONExtractRaw(properties, {p0:String})"
+        assert property_raw("$browser", params, PROFILES).text.startswith("JSONExtractRaw(properties")
+        where = compile_where(check_expr(parse_expr('properties["$browser"] == "Chrome"')), Params())
+        assert column in where.text and "JSONExtractRaw" not in where.text
+    assert hot.in_use() == ()
+    assert property_raw("$browser", Params(), EVENTS).text == "JSONExtractRaw(properties, {p0:String})"
+
+
+def test_using_restores_the_previous_set() -> None:
+    with hot.using(["a"]):
+        with hot.using(["b", "c"]):
+            assert hot.in_use() == ("b", "c")
+            assert hot.active_column("events", "a") is None
+            assert hot.active_column("profiles", "b") is None
+        assert hot.in_use() == ("a",)
+    assert hot.in_use() == ()
