@@ -232,6 +232,7 @@ class TrackEndpoint:
         counts: dict[int, int] = {}
         projects: dict[str, int | None] = {}  # token → project id, one lookup per distinct token
         limits = self.limits
+        known_keys: set[str] = set()  # property names found plain, shared by the request's items
         for index, raw in enumerate(items):
             if isinstance(raw, MalformedItem):
                 failures.append(Failure(index, None, "", raw.message, "malformed"))
@@ -251,6 +252,7 @@ class TrackEndpoint:
                 now_ms=now_ms,
                 body_bytes=body_bytes,
                 track=rules,
+                known_keys=known_keys,
             )
             if type(result) is Event:
                 events.append(result)

@@ -36,12 +36,13 @@ from footfall.services.ui import UI, UiSettings, ui_routes
 from footfall.services.worker.enrich import open_enricher
 from footfall.shared.auth import Authenticator
 from footfall.shared.backup import release_schema_version
-from footfall.shared.config import Env
+from footfall.shared.config import Env, HotSettings
 from footfall.shared.kafka.directory import DirectoryRefresher
 from footfall.shared.lifecycle import Services
 from footfall.shared.metadata import Directory, MetadataRepository, UsageRecorder
 from footfall.shared.saved import WarehouseSavedStore
-from footfall.shared.schema import apply_migrations
+from footfall.shared.schema import apply_migrations, hot
+from footfall.shared.streams import EVENTS
 from footfall.shared.warehouse import ClickHouseWarehouse, open_warehouse
 from footfall.shared.web import Background, build_starlette, json_response
 
@@ -63,6 +64,7 @@ def build_embedded(settings: ServeSettings, *, sink: Sink | None = None) -> Embe
     settings.store.make_data_dir()
     warehouse = open_warehouse(settings.store.dsn, backup_dir=str(settings.store.backups))
     apply_migrations(warehouse)
+    hot.use(hot.ensure(warehouse, HotSettings.from_env(Env()).names))  # FOOTFALL_HOT_PROPERTIES
     repo = MetadataRepository(warehouse)
     created = bootstrap_if_empty(
         repo, settings.bootstrap, settings.store.data_dir, region=settings.management.region.region
@@ -81,7 +83,8 @@ def build_embedded(settings: ServeSettings, *, sink: Sink | None = None) -> Embe
 
         sink = KafkaSink(settings.gateway.kafka)
         background = in_process_workers(settings.worker, warehouse, enricher, authenticator)
-    sink = sink or EmbeddedSink(warehouse, enricher)
+    # Events of concurrent requests share one insert (group commit); profile updates are grouped by their store.
+    sink = sink or EmbeddedSink(warehouse, enricher, grouped={EVENTS.name})
     # The import rate limit: in this process, or in Redis beside other gateways of a distributed shape.
     redis_url = settings.worker.redis_url if settings.distributed else ""
     rate = open_rate_limiter(settings.gateway.limits, redis_url, prefix=settings.worker.kafka.topic_prefix)

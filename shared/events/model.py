@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+import struct
 from dataclasses import dataclass
 from typing import Any
+
+_LEN = struct.Struct("<I").pack  # a part's length prefix: 4 bytes, little-endian
+_blake2b = hashlib.blake2b
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,12 +56,25 @@ def dedup_key(project_id: int, event: str, time_ms: int, distinct_id: str, inser
     JSON-decoded text without being part of the value, and lengths are prefixed, so
     distinct tuples never collide structurally.
     """
-    h = hashlib.blake2b(digest_size=16)
-    for part in (str(project_id), event, str(time_ms), distinct_id, insert_id):
-        raw = part.encode("utf-8", "surrogatepass")
-        h.update(len(raw).to_bytes(4, "little"))
-        h.update(raw)
-    return h.digest()
+    # One buffer, one hash call (the same bytes as feeding the parts one by one): this runs
+    # for every ingested event.
+    p, t = b"%d" % project_id, b"%d" % time_ms
+    e = event.encode("utf-8", "surrogatepass")
+    d = distinct_id.encode("utf-8", "surrogatepass")
+    i = insert_id.encode("utf-8", "surrogatepass")
+    data = b"%s%s%s%s%s%s%s%s%s%s" % (
+        _LEN(len(p)),
+        p,
+        _LEN(len(e)),
+        e,
+        _LEN(len(t)),
+        t,
+        _LEN(len(d)),
+        d,
+        _LEN(len(i)),
+        i,
+    )
+    return _blake2b(data, digest_size=16).digest()
 
 
 def event_dedup_key(e: Event) -> bytes:
