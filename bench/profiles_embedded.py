@@ -6,13 +6,18 @@ updates touch 200,000 profiles with `$set`, `$set_once`, `$add`, `$union`, `$app
 `$remove`, `$unset` and a few `$delete`s, in increasing `$time` with a share arriving a
 minute late (so some profiles are replayed from their log). The client pre-serialises its
 bodies so that what is measured is the server.
-Result: bench/results/profiles_embedded.json (sustained updates/s, per-request latency).
+Result: bench/results/profiles_embedded.json: sustained updates/s and per-request latency,
+with the load average beside them, and the server's CPU per update (`process_cpu_seconds_total`
+of its `/metrics` over the measured window; the figure that a shared machine disturbs least).
+
+    .venv/bin/python -m bench profiles_embedded      (or: -m bench.profiles_embedded --seconds 20 --concurrency 4)
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import random
 import statistics
 import tempfile
@@ -64,7 +69,19 @@ def make_bodies(count: int, seed: int) -> list[bytes]:
     return bodies
 
 
-async def blast(base: str, bodies: list[bytes], seconds: float, concurrency: int) -> dict[str, object]:
+def server_cpu_seconds(base: str) -> float:
+    """The server process's CPU time so far (user + system), from its `/metrics`."""
+    for line in httpx.get(base + "/metrics", timeout=10.0).text.splitlines():
+        if line.startswith("process_cpu_seconds_total "):
+            return float(line.split()[1])
+    raise RuntimeError("the server's /metrics has no process_cpu_seconds_total")
+
+
+def load_average() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+async def blast(base: str, bodies: list[bytes], seconds: float, concurrency: int) -> dict[str, Any]:
     latencies: list[float] = []
     applied = 0
     errors = 0
@@ -112,11 +129,17 @@ def main(argv: list[str] | None = None) -> None:
     bodies = make_bodies(args.bodies + 3, seed=11)
     with tempfile.TemporaryDirectory(prefix="footfall-bench-") as tmp, serve(Path(tmp)) as base:
         asyncio.run(blast(base, bodies[:3], 30.0, 1))  # warm-up (its own bodies)
+        load_before, cpu_before = load_average(), server_cpu_seconds(base)
         result = asyncio.run(blast(base, bodies[3:], args.seconds, args.concurrency))
+        cpu = server_cpu_seconds(base) - cpu_before
+        applied = int(result["updates_applied"])
+        result["server_cpu_us_per_update"] = round(cpu / applied * 1e6, 1) if applied else None
+        result["load_average_before"] = load_before
+        result["load_average_after"] = load_average()
     write_result(
         "profiles_embedded",
         {
-            "command": "make bench BENCH_ARGS=profiles_embedded",
+            "command": ".venv/bin/python -m bench profiles_embedded",
             "batch_size": BATCH,
             "profiles": PROFILES,
             "concurrency": args.concurrency,

@@ -160,7 +160,7 @@ class UpdatesEndpoint:
                 client_address(request), request.headers.getlist("x-forwarded-for"), self.trusted_proxies
             )
             if address is not None:
-                updates = [u if u.ip is not None else replace(u, ip=address) for u in updates]
+                updates = [u if u.ip is not None else u._replace(ip=address) for u in updates]
         refused: dict[int, str] = {}
         if updates:
             try:

@@ -32,7 +32,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from footfall.shared.config import ImportLimits
 from footfall.shared.events.validate import PropertyProblem, check_value
@@ -43,9 +43,9 @@ LAST_SEEN = "$last_seen"
 _LIMITS = ImportLimits()
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
-    """One logged update of one profile, as the engine needs it."""
+class Entry(NamedTuple):
+    """One logged update of one profile, as the engine needs it (immutable; a named tuple, as
+    `ProfileUpdate`, for the cost of construction)."""
 
     op: str
     value: Any

@@ -1,27 +1,33 @@
 """Storing a batch of profile (or group) updates: the log insert, then the materialised state.
 
 `store_updates` is the store step of the profile and group streams (the worker and the
-embedded path both run it through `store_batch`). Per batch:
+embedded path both run it through `store_batch`). A batch is first prepared outside any
+lock (in-batch duplicates dropped, dedup keys, places, the log's JSON values), then
+committed:
 
-1. drop in-batch duplicates (the first arrival is kept) and give every update its arrival
-   `seq` (`SeqClock`: increasing within the process, from the wall clock in 1/10,000 ms);
-2. per project and group key, one query reads the current states (`profiles` FINAL) and
+1. every update gets its arrival `seq` (`SeqClock`: increasing within the process, from
+   the wall clock in 1/10,000 ms);
+2. per project and group key, one query reads the current states (`profiles`) and
    the newest logged arrival of each profile (`profile_heads`): a state behind its log (a
    crash between the log and the state insert) is noticed there;
-3. the updates no newer than their profile's newest applied `$time` (only those can be
-   replays: a replay has its original's `$time`), and the updates of profiles behind their
-   log, are checked against the log; replays are dropped, the rest inserted into
+3. the profiles with an update no newer than their newest applied `$time` (only those can
+   be replays: a replay has its original's `$time`), and the profiles behind their log,
+   have their whole log read in one query: replays are dropped, the rest inserted into
    `profile_updates`;
 4. a profile whose new updates are all newer than everything its state has seen advances in
-   place; any other profile is replayed from its whole log;
+   place; any other profile (it is one of step 3's) is replayed from its log and the new
+   updates;
 5. the new states are inserted (one row per profile; the highest `version` wins).
 
-Updates of one profile are serialised: in a worker a profile's updates come from one
-partition, and `store_updates` holds a process-wide lock (the embedded path stores
-concurrent requests). Every read goes through the SQL layer's project-scoped sources; the
-id lists travel as one JSON string parameter (binding thousands of separate values costs
-more in the client than the query in the engine), and `profile_id IN (…)` under a fixed
-`group_key` is a prefix of every profile table's sorting key.
+Updates of one profile are serialised. In a worker a profile's updates come from one
+partition. In one process, commits take turns under one lock, and a commit takes every
+batch that is waiting (a group commit, up to `_GROUP_MAX` updates): the concurrent
+requests of the embedded path share one set of statements, in arrival order, and each
+returns only after the commit that holds its updates (so a 200 still means stored).
+Every read goes through the SQL layer's project-scoped sources; the id lists travel as one
+JSON string parameter (binding thousands of separate values costs more in the client than
+the query in the engine), and `profile_id IN (…)` under a fixed `group_key` is a prefix of
+every profile table's sorting key.
 """
 
 from __future__ import annotations
@@ -30,8 +36,8 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
 
@@ -45,7 +51,7 @@ from footfall.shared.warehouse import Warehouse
 __all__ = ["SEQ", "SeqClock", "store_updates"]
 
 _FIRST_ARRIVAL = 2**63  # version of the log rows: the highest is the lowest seq
-_LOCK = threading.Lock()
+_GROUP_MAX = 20_000  # updates in one group commit (a batch is never split)
 
 
 class SeqClock:
@@ -67,15 +73,6 @@ class SeqClock:
 SEQ = SeqClock()
 
 
-@dataclass(frozen=True)
-class _Pending:
-    index: int  # position in the batch given to store_updates
-    update: ProfileUpdate
-    dedup: bytes
-    entry: Entry
-    place: Place
-
-
 def _geo(place: Place) -> tuple[tuple[str, str], ...]:
     if not (place.city or place.region or place.country_code):
         return ()
@@ -83,10 +80,60 @@ def _geo(place: Place) -> tuple[tuple[str, str], ...]:
     return tuple((name, value) for name, value in found if value)
 
 
-def _ms(value: datetime) -> int:
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    return int(value.timestamp() * 1000)
+def _position(entry: Entry) -> tuple[int, int]:
+    return (entry.time_ms, entry.seq)
+
+
+@dataclass(slots=True)
+class _Batch:
+    """One call's updates, prepared outside the commit lock: the first arrival of each
+    duplicate only, with its dedup key, place and logged JSON value."""
+
+    warehouse: Warehouse
+    locator: Locator
+    now_ms: int
+    updates: list[ProfileUpdate]
+    indexes: list[int]  # position of each in the call's batch
+    dedups: list[bytes]
+    places: list[Place]
+    values: list[str]
+    result: Stored = field(default_factory=Stored)
+    done: bool = False
+    error: BaseException | None = None
+
+
+@dataclass(slots=True)
+class _Pending:
+    """One update of a commit."""
+
+    batch: _Batch
+    index: int  # position in its call's batch
+    update: ProfileUpdate
+    dedup: bytes
+    entry: Entry
+    place: Place
+    value: str  # its value as the log stores it (JSON)
+
+
+def _prepare(warehouse: Warehouse, locator: Locator, updates: Sequence[ProfileUpdate], now_ms: int) -> _Batch:
+    batch = _Batch(warehouse, locator, now_ms, [], [], [], [], [])
+    seen: set[bytes] = set()
+    places: dict[str | None, Place] = {}
+    for i, u in enumerate(updates):
+        dedup = update_dedup_key(u)
+        if dedup in seen:
+            continue
+        seen.add(dedup)
+        place = places.get(u.ip)
+        if place is None:
+            place = places[u.ip] = locator.place(u.ip)
+        batch.updates.append(u)
+        batch.indexes.append(i)
+        batch.dedups.append(dedup)
+        batch.places.append(place)
+        batch.values.append(orjson.dumps(u.value).decode())
+    batch.result.dropped = len(updates) - len(batch.updates)
+    return batch
 
 
 def _json_list(values: Sequence[str], binds: Params) -> Sql:
@@ -109,77 +156,76 @@ class _ProfileStore:
 
     def states(self, ids: Sequence[str]) -> dict[str, ProfileState]:
         """The current state of each profile that has one, marked `behind` when the log holds
-        a newer arrival than the state includes (`profile_heads`)."""
+        a newer arrival than the state includes (`profile_heads`). The rows of unmerged parts
+        are read without FINAL (cheaper in the engine): the highest `version` of each wins."""
         b = Params()
         profiles = self._ids(ids, b)  # bound once, read by both scans
         text = sql(
-            "SELECT profile_id, properties, deleted, last_time, last_seq, seen_seq, 0 AS head FROM {} "
-            "UNION ALL SELECT profile_id, '', 0, toDateTime64(0, 3, 'UTC'), 0, 0, max(max_seq) FROM {} "
-            "GROUP BY profile_id",
-            source(PROFILES, self.scope, b, final=True, keys=profiles),
+            "SELECT profile_id, properties, deleted, toUnixTimestamp64Milli(last_time), last_seq, seen_seq, version, "
+            "0 AS head FROM {} "
+            "UNION ALL SELECT profile_id, '', 0, 0, 0, 0, 0, max(max_seq) FROM {} GROUP BY profile_id",
+            source(PROFILES, self.scope, b, keys=profiles),
             source(PROFILE_HEADS, self.scope, b, keys=profiles),
         )
-        found: dict[str, ProfileState] = {}
+        newest: dict[str, tuple[Any, ...]] = {}
         heads: dict[str, int] = {}
-        for profile_id, properties, deleted, last_time, last_seq, seen_seq, head in self.warehouse.query(
-            render(text), b.values
-        ):
+        for row in self.warehouse.query(render(text), b.values):
+            profile_id, head, version = row[0], row[7], row[6]
             if head:
                 heads[profile_id] = int(head)
                 continue
-            props = None if deleted else orjson.loads(properties)
-            found[profile_id] = ProfileState(props, _ms(last_time), int(last_seq), int(seen_seq))
+            seen = newest.get(profile_id)
+            if seen is None or version > seen[6]:
+                newest[profile_id] = row
+        loads = orjson.loads
+        found: dict[str, ProfileState] = {}
+        for profile_id, properties, deleted, last_time, last_seq, seen_seq, _, _ in newest.values():
+            props = None if deleted else loads(properties)
+            found[profile_id] = ProfileState(props, int(last_time), int(last_seq), int(seen_seq))
         for profile_id, head in heads.items():
-            state = found.setdefault(profile_id, ProfileState())
+            state = found.get(profile_id)
+            if state is None:
+                state = found[profile_id] = ProfileState()
             state.behind = head > state.seen_seq
         return found
 
-    def logged(self, ids: Sequence[str], hashes: Sequence[bytes]) -> set[bytes]:
-        """Which of `hashes` (updates of the profiles `ids`) are in the log already."""
-        b = Params()
-        keys = sql("{} AND hex(dedup_hash) IN {}", self._ids(ids, b), _json_list([h.hex().upper() for h in hashes], b))
-        text = sql("SELECT DISTINCT hex(dedup_hash) FROM {}", source(PROFILE_UPDATES, self.scope, b, keys=keys))
-        return {bytes.fromhex(row[0]) for row in self.warehouse.query(render(text), b.values)}
-
-    def logs(self, ids: Sequence[str]) -> dict[str, list[Entry]]:
-        """Every logged update of the profiles, one per dedup hash (its first arrival)."""
+    def logs(self, ids: Sequence[str]) -> dict[str, dict[bytes, Entry]]:
+        """Every logged update of the profiles by dedup key, one per key (its first arrival)."""
         b = Params()
         text = sql(
-            "SELECT profile_id, op, value, time, seq, ignore_time, city, region, country_code, hex(dedup_hash) FROM {}",
+            "SELECT profile_id, op, value, toUnixTimestamp64Milli(time), seq, ignore_time, city, region, "
+            "country_code, hex(dedup_hash) FROM {}",
             source(PROFILE_UPDATES, self.scope, b, keys=self._ids(ids, b)),
         )
-        first: dict[tuple[str, str], Entry] = {}
+        logs: dict[str, dict[bytes, Entry]] = defaultdict(dict)
         for profile_id, op, value, at, seq, ignore_time, city, region, cc, dedup in self.warehouse.query(
             render(text), b.values
         ):
-            entry = Entry(op, orjson.loads(value), _ms(at), int(seq), bool(ignore_time), _geo(Place(city, region, cc)))
-            key = (profile_id, dedup)
-            if key not in first or entry.seq < first[key].seq:
-                first[key] = entry
-        logs: dict[str, list[Entry]] = defaultdict(list)
-        for (profile_id, _), entry in first.items():
-            logs[profile_id].append(entry)
+            entry = Entry(op, orjson.loads(value), int(at), int(seq), bool(ignore_time), _geo(Place(city, region, cc)))
+            log = logs[profile_id]
+            key = bytes.fromhex(dedup)
+            if key not in log or entry.seq < log[key].seq:
+                log[key] = entry
         return logs
 
-    def insert_log(self, pending: Sequence[_Pending], now_ms: int) -> None:
-        updates = [p.update for p in pending]
-        entries = [p.entry for p in pending]
-        places = [p.place for p in pending]
+    def insert_log(self, pending: Sequence[_Pending]) -> None:
+        n = len(pending)
+        seqs = [p.entry.seq for p in pending]
         columns = {
-            "project_id": [u.project_id for u in updates],
-            "group_key": [u.group_key for u in updates],
-            "profile_id": [u.profile_id for u in updates],
-            "time": [e.time_ms for e in entries],
-            "seq": [e.seq for e in entries],
-            "op": [u.op for u in updates],
-            "value": [orjson.dumps(u.value).decode() for u in updates],
-            "ignore_time": [int(u.ignore_time) for u in updates],
-            "city": [place.city for place in places],
-            "region": [place.region for place in places],
-            "country_code": [place.country_code for place in places],
+            "project_id": [self.scope.project_id] * n,
+            "group_key": [self.group_key] * n,
+            "profile_id": [p.update.profile_id for p in pending],
+            "time": [p.update.time_ms for p in pending],
+            "seq": seqs,
+            "op": [p.update.op for p in pending],
+            "value": [p.value for p in pending],
+            "ignore_time": [int(p.update.ignore_time) for p in pending],
+            "city": [p.place.city for p in pending],
+            "region": [p.place.region for p in pending],
+            "country_code": [p.place.country_code for p in pending],
             "dedup_hash": [p.dedup for p in pending],
-            "first_arrival": [_FIRST_ARRIVAL - e.seq for e in entries],
-            "ingested_at": [now_ms] * len(pending),
+            "first_arrival": [_FIRST_ARRIVAL - s for s in seqs],
+            "ingested_at": [p.batch.now_ms for p in pending],
         }
         self.warehouse.insert(
             PROFILE_UPDATES.name,
@@ -189,75 +235,157 @@ class _ProfileStore:
         )
 
     def insert_states(self, states: dict[str, ProfileState], version: int, now_ms: int) -> None:
-        rows = [
-            [
-                self.scope.project_id,
-                self.group_key,
-                profile_id,
-                orjson.dumps(state.properties).decode() if state.properties is not None else "{}",
-                int(state.properties is None),
-                state.last_time,
-                state.last_seq,
-                state.seen_seq,
-                version,
-                now_ms,
-            ]
-            for profile_id, state in states.items()
-        ]
-        if rows:
-            self.warehouse.insert(PROFILES.name, PROFILES.column_names, rows)
-
-
-def _suspects(pending: Sequence[_Pending], states: dict[str, ProfileState]) -> list[_Pending]:
-    """The updates that may be replays of logged ones: no newer than their profile's newest
-    applied `$time` (a replay has its original's), or of a profile behind its log."""
-    out = []
-    for p in pending:
-        state = states.get(p.update.profile_id)
-        if state is not None and (state.behind or p.entry.time_ms <= state.last_time):
-            out.append(p)
-    return out
+        if not states:
+            return
+        n = len(states)
+        values = states.values()
+        dumps = orjson.dumps
+        columns = {
+            "project_id": [self.scope.project_id] * n,
+            "group_key": [self.group_key] * n,
+            "profile_id": list(states),
+            "properties": [dumps(s.properties).decode() if s.properties is not None else "{}" for s in values],
+            "deleted": [int(s.properties is None) for s in values],
+            "last_time": [s.last_time for s in values],
+            "last_seq": [s.last_seq for s in values],
+            "seen_seq": [s.seen_seq for s in values],
+            "version": [version] * n,
+            "updated_at": [now_ms] * n,
+        }
+        self.warehouse.insert(
+            PROFILES.name,
+            PROFILES.column_names,
+            [columns[name] for name in PROFILES.column_names],  # type: ignore[misc]
+            column_oriented=True,
+        )
 
 
 def _store_profiles(
     warehouse: Warehouse, project_id: int, group_key: str, pending: list[_Pending], now_ms: int
-) -> tuple[list[_Pending], dict[int, str]]:
-    """Log and apply the updates of one project's profiles of one group key; return those
-    logged and the refused ones (batch index → reason)."""
+) -> None:
+    """Log and apply the updates (in arrival order) of one project's profiles of one group key;
+    record in each update's batch result whether it was stored or refused."""
     store = _ProfileStore(warehouse, project_id, group_key)
     states = store.states(sorted({p.update.profile_id for p in pending}))
-    suspects = _suspects(pending, states)
-    logged: set[bytes] = set()
-    if suspects:
-        logged = store.logged(sorted({p.update.profile_id for p in suspects}), [p.dedup for p in suspects])
-    fresh = [p for p in pending if p.dedup not in logged]
+    # The profiles that may have replays among their updates, and the only ones that can need
+    # a replay from their log: an update no newer than the state's newest `$time`, or behind.
+    suspects: set[str] = set()
+    for p in pending:
+        state = states.get(p.update.profile_id)
+        if state is not None and (state.behind or p.update.time_ms <= state.last_time):
+            suspects.add(p.update.profile_id)
+    logs = store.logs(sorted(suspects)) if suspects else {}
+    fresh = pending
+    if logs:
+        fresh = [p for p in pending if p.dedup not in logs.get(p.update.profile_id, ())]
+        for p in pending:
+            if p.dedup in logs.get(p.update.profile_id, ()):
+                p.batch.result.dropped += 1
     if not fresh:
-        return [], {}
-    store.insert_log(fresh, now_ms)
-
-    by_profile: dict[str, list[_Pending]] = defaultdict(list)
+        return
+    store.insert_log(fresh)
     for p in fresh:
-        by_profile[p.update.profile_id].append(p)
+        p.batch.result.keys.append(p.dedup)
+
+    by_profile: dict[str, list[Entry]] = defaultdict(list)
+    for p in fresh:
+        by_profile[p.update.profile_id].append(p.entry)
     refused: dict[int, str] = {}
-    index_of = {p.entry.seq: p.index for p in fresh}
-    to_replay: list[str] = []
-    for profile_id, items in by_profile.items():
-        state = states.setdefault(profile_id, ProfileState())
-        entries = sorted((p.entry for p in items), key=lambda e: e.position)
-        if state.behind or entries[0].position <= state.position:
-            to_replay.append(profile_id)
+    new_states: dict[str, ProfileState] = {}
+    for profile_id, entries in by_profile.items():
+        if len(entries) > 1:
+            entries.sort(key=_position)
+        state = states.get(profile_id)
+        if state is None:
+            state = ProfileState()
+        elif state.behind or entries[0].position <= state.position:  # a suspect: its log was read
+            state, verdict = replay([*logs.get(profile_id, {}).values(), *entries])
+            refused.update(verdict.refused)  # refusals of logged updates are not reported again
+            new_states[profile_id] = state
             continue
-        for seq, reason in advance(state, entries).refused.items():
-            refused[index_of[seq]] = reason
-    if to_replay:
-        for profile_id, log in store.logs(to_replay).items():
-            state, verdict = replay(log)
-            states[profile_id] = state
-            for seq, reason in verdict.refused.items():
-                if seq in index_of:  # report the refusals of this batch's updates only
-                    refused[index_of[seq]] = reason
-    store.insert_states({k: states[k] for k in by_profile}, max(p.entry.seq for p in fresh), now_ms)
-    return fresh, refused
+        refused.update(advance(state, entries).refused)
+        new_states[profile_id] = state
+    store.insert_states(new_states, fresh[-1].entry.seq, now_ms)
+    by_seq = {p.entry.seq: p for p in fresh}
+    for seq, reason in refused.items():
+        found = by_seq.get(seq)
+        if found is not None:
+            found.batch.result.refused[found.index] = reason
+
+
+def _commit(warehouse: Warehouse, batches: list[_Batch]) -> None:
+    """Log and apply the batches as one, in their order; fill in each one's `result`."""
+    chosen: list[tuple[_Batch, int]] = []
+    seen: set[bytes] = set()
+    for batch in batches:
+        for k, dedup in enumerate(batch.dedups):
+            if dedup in seen:  # a duplicate of an earlier batch's update in this commit
+                batch.result.dropped += 1
+                continue
+            seen.add(dedup)
+            chosen.append((batch, k))
+    seq = SEQ.take(len(chosen))
+    groups: dict[tuple[int, str], list[_Pending]] = defaultdict(list)
+    for batch, k in chosen:
+        u = batch.updates[k]
+        place = batch.places[k]
+        entry = Entry(u.op, u.value, u.time_ms, seq, u.ignore_time, _geo(place))
+        groups[(u.project_id, u.group_key)].append(
+            _Pending(batch, batch.indexes[k], u, batch.dedups[k], entry, place, batch.values[k])
+        )
+        seq += 1
+    now_ms = max(b.now_ms for b in batches)
+    for (project_id, group_key), members in groups.items():
+        _store_profiles(warehouse, project_id, group_key, members, now_ms)
+
+
+class _GroupCommit:
+    """Commits take turns under one lock; whoever holds it commits every batch waiting for the
+    same warehouse and locator (oldest first, up to `_GROUP_MAX` updates), so the batches
+    that queued behind one commit share the next. A failed commit fails all its batches."""
+
+    def __init__(self) -> None:
+        self._turn = threading.Lock()
+        self._waiting_lock = threading.Lock()
+        self._waiting: list[_Batch] = []
+
+    def _take(self, batch: _Batch) -> list[_Batch]:
+        with self._waiting_lock:
+            taken: list[_Batch] = []
+            rest: list[_Batch] = []
+            size = 0
+            for other in self._waiting:
+                same = other.warehouse is batch.warehouse and other.locator is batch.locator
+                if same and (not taken or size + len(other.updates) <= _GROUP_MAX):
+                    taken.append(other)
+                    size += len(other.updates)
+                else:
+                    rest.append(other)
+            self._waiting = rest
+            return taken
+
+    def store(self, batch: _Batch) -> Stored:
+        with self._waiting_lock:
+            self._waiting.append(batch)
+        while True:  # until a commit (this call's or another's) has taken this batch
+            with self._turn:
+                if batch.done:
+                    break
+                group = self._take(batch)
+                try:
+                    _commit(batch.warehouse, group)
+                except BaseException as exc:
+                    for b in group:
+                        b.error = exc
+                finally:
+                    for b in group:
+                        b.done = True
+        if batch.error is not None:
+            raise batch.error
+        return batch.result
+
+
+_GROUP_COMMIT = _GroupCommit()
 
 
 def store_updates(
@@ -266,22 +394,7 @@ def store_updates(
     """Log and apply a batch of updates (blocking: run it in the warehouse's thread pool);
     `Stored.refused` holds the updates the engine refused (index → reason)."""
     now_ms = ingested_at_ms if ingested_at_ms is not None else int(time.time() * 1000)
-    result = Stored()
-    with _LOCK:
-        first_seen: dict[bytes, int] = {}
-        for i, u in enumerate(updates):
-            first_seen.setdefault(update_dedup_key(u), i)
-        result.dropped = len(updates) - len(first_seen)
-        first_seq = SEQ.take(len(first_seen))
-        groups: dict[tuple[int, str], list[_Pending]] = defaultdict(list)
-        for n, (dedup, i) in enumerate(first_seen.items()):
-            u = updates[i]
-            place = locator.place(u.ip)
-            entry = Entry(u.op, u.value, u.time_ms, first_seq + n, u.ignore_time, _geo(place))
-            groups[(u.project_id, u.group_key)].append(_Pending(i, u, dedup, entry, place))
-        for (project_id, group_key), pending in groups.items():
-            logged, refused = _store_profiles(warehouse, project_id, group_key, pending, now_ms)
-            result.keys.extend(p.dedup for p in logged)
-            result.dropped += len(pending) - len(logged)
-            result.refused.update(refused)
-    return result
+    batch = _prepare(warehouse, locator, updates, now_ms)
+    if not batch.updates:
+        return batch.result
+    return _GROUP_COMMIT.store(batch)

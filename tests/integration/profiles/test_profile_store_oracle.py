@@ -11,6 +11,8 @@ delivery the refused updates must be the oracle's clashes too.
 from __future__ import annotations
 
 import random
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import orjson
@@ -19,7 +21,7 @@ import pytest
 from footfall.shared.config import ImportLimits
 from footfall.shared.profiles.store import store_updates
 from footfall.shared.profiles.updates import ProfileUpdate, UpdateFailure, parse_update
-from footfall.shared.streams import Place
+from footfall.shared.streams import Place, Stored
 from footfall.shared.warehouse import ClickHouseWarehouse
 from tests.oracle import profiles as oracle
 
@@ -168,3 +170,47 @@ def test_a_state_behind_its_log_is_rebuilt(clean_warehouse: ClickHouseWarehouse)
     assert isinstance(later, ProfileUpdate)
     store_updates(clean_warehouse, Locator(), [later], NOW_MS + 1000)
     assert stored_state(clean_warehouse)[(1, None, "u")]["n"] == 11
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_concurrent_batches_on_the_same_profiles_match_the_oracle(
+    clean_warehouse: ClickHouseWarehouse, seed: int
+) -> None:
+    """Batches stored from several threads at once (as concurrent `/engage` requests of one
+    `serve` are; the store commits them in groups) give the oracle's state, and every update
+    is either logged once or dropped as a replay. Every `$time` is distinct, so the state does
+    not depend on which batch arrived first."""
+    rng = random.Random(100 + seed)
+    raws: list[tuple[int, bool, dict[str, Any]]] = []
+    for k in range(rng.randint(200, 300)):
+        group = rng.random() < 0.3
+        raw = random_update(rng, group)
+        raw["$time"] = NOW_MS - k * 1000 - rng.randint(0, 999)
+        raws.append((rng.choice([1, 2]), group, raw))
+    raws += [(p, g, dict(raw)) for p, g, raw in rng.sample(raws, len(raws) // 5)]  # exact replays
+    rng.shuffle(raws)
+    parsed = [u for u in parse(raws) if isinstance(u, ProfileUpdate)]
+    reference = [
+        oracle.parse_update(raw, received_ms=NOW_MS, kind="group" if g else "user", seq=i, project_id=p)
+        for i, (p, g, raw) in enumerate(raws)
+    ]
+    batches: list[list[ProfileUpdate]] = []
+    i = 0
+    while i < len(parsed):
+        n = rng.randint(5, 40)
+        batches.append(parsed[i : i + n])
+        i += n
+    start = threading.Barrier(6)
+
+    def send(chunk: list[list[ProfileUpdate]]) -> list[Stored]:
+        start.wait()
+        return [store_updates(clean_warehouse, Locator(), batch, NOW_MS) for batch in chunk]
+
+    with ThreadPoolExecutor(6) as pool:
+        results = [s for out in pool.map(send, [batches[k::6] for k in range(6)]) for s in out]
+
+    keys = [key for stored in results for key in stored.keys]
+    assert len(keys) == len(set(keys))  # no update logged twice
+    assert len(keys) + sum(stored.dropped for stored in results) == len(parsed)
+    expected = oracle.apply(reference, geo=oracle_geo)
+    assert stored_state(clean_warehouse) == {key: profile.properties for key, profile in expected.profiles.items()}
