@@ -75,3 +75,48 @@ def test_counts_and_members_match_the_reference(
             b = Params()
             rows = env.warehouse.query(render(members_sql(cid, definitions, pid, spec.tz, now, b)), b.values)
             assert {r[0] for r in rows} == expected[cid], (pid, cid, definitions[cid])
+
+
+def test_the_rounds_exercise_restricted_and_windowed_scans() -> None:
+    """The rounds above compare statements in which behaviours with event selectors are scanned
+    for the ids that meet their cohort's condition on plain behaviours only (`_restrict`), and
+    scans whose behaviours have different windows (each event read in its own window only):
+    neither shortcut is left untested. A condition that ids without events meet (`< 1`) never
+    restricts (those ids are not in the plain scan)."""
+    from datetime import UTC, datetime
+
+    from footfall.shared.cohorts.membership import _Compiler
+
+    restricted = windows = 0
+    for round_ in range(6):
+        rng = random.Random(SEED + round_)
+        for _pid in (1, 2, 3):
+            definitions = canonical(_cohorts(rng, 8))
+            compiler = _Compiler(definitions, datetime(2024, 4, 1, tzinfo=UTC), "UTC", Params())
+            for cid, definition in definitions.items():
+                if not definition["is_static"]:
+                    compiler.cohort(cid)
+            restricted += bool(compiler.needs)
+            windows += len({(b.start, b.end) for b in compiler.behaviours}) > 1
+    assert restricted >= 4 and windows >= 10, (restricted, windows)
+
+    selector = {"property": "event", "value": "plan", "operator": "==", "operand": "pro", "type": "string"}
+    behaviours = {
+        "plain": {"count": {"event_selector": {"event": "a", "selector": None}}, "window": {"unit": "day", "value": 7}},
+        "chosen": {
+            "count": {"event_selector": {"event": "b", "selector": selector}},
+            "window": {"unit": "day", "value": 7},
+        },
+    }
+
+    def needs(operator: str, operand: int) -> int:
+        leaves = [
+            {"property": "behaviors", "value": "plain", "operator": operator, "operand": operand},
+            {"property": "behaviors", "value": "chosen", "operator": ">=", "operand": 1},
+        ]
+        cohort = {"is_static": False, "behaviors": behaviours, "selector": {"operator": "and", "children": leaves}}
+        compiler = _Compiler({1: cohort}, datetime(2024, 4, 1, tzinfo=UTC), "UTC", Params())
+        compiler.cohort(1)
+        return len(compiler.needs)
+
+    assert (needs(">=", 2), needs("<", 1), needs("==", 0), needs("!=", 0)) == (1, 0, 0, 1)
