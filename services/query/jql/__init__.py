@@ -2,11 +2,15 @@
 
 A request runs its `script` in a fresh V8 isolate (`engine.Sandbox`, limits from
 `JqlLimits`): the script's top level, then `main()`, which returns a collection
-description (`runtime.js`). Its source is read from the warehouse in pages with the
-dates, event names and selectors pushed down (`source`), each page fed to the isolate,
-where the streaming steps (filter, map, flatten) run per chunk and the first grouping
-step (groupBy, groupByUser, reduce, sort, applyGroupLimits) accumulates; the steps
-after it run on its output. The answer is the JSON array of the final collection.
+description (`runtime.js`). A recognised simple first step (`groupBy`/`reduce` with one
+built-in reducer of plain paths, runtime.js `pushdown`) is computed by the warehouse in one
+statement. Otherwise the source is read from the warehouse in windows (Events: the next
+one read while the isolate works on this one) or pages, with the dates, event names and
+selectors pushed down (`source`), each fed to the isolate, where the streaming steps
+(filter, map, flatten) run per chunk and the first grouping step (groupBy, groupByUser,
+reduce, sort, applyGroupLimits) accumulates; the steps after it run on its output. The
+answer is the JSON array of the final collection, or its CSV with `format=csv`
+(`csv_answer`).
 
 Form members: `script` (required: "Missing required parameter: script"), `params`
 (JSON, the script's global `params`; default `{}`). Every call into the isolate and
@@ -16,6 +20,7 @@ every page runs off the event loop (worker threads and the warehouse's lane).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -25,6 +30,7 @@ import orjson
 from starlette.responses import Response
 
 from footfall.services.query.endpoints import Handler, QueryContext
+from footfall.services.query.jql.csv_answer import answer_csv
 from footfall.services.query.jql.engine import JqlLimitError, JqlLimits, JqlScriptError, Sandbox
 from footfall.services.query.jql.source import (
     PAGE,
@@ -32,13 +38,16 @@ from footfall.services.query.jql.source import (
     JoinSource,
     PeopleSource,
     Run,
-    grouped_count,
-    merge_groups,
+    event_windows,
+    merge_pushed,
+    parse_pushed,
     parse_source,
+    projected_keys,
+    pushed_query,
     read_events,
     read_people,
 )
-from footfall.services.query.reports._common import Query
+from footfall.services.query.reports._common import Query, read_format
 from footfall.shared.errors import ParamError
 
 __all__ = ["JqlLimitError", "JqlLimits", "JqlScriptError", "execute", "jql_handler"]
@@ -66,7 +75,7 @@ async def _join_items(ctx: QueryContext, src: JoinSource, run: Run) -> AsyncIter
     and the profiles read by id; profiles without events for right and full joins, events
     without a profile for left and full joins."""
     tz, pid = ctx.timezone, ctx.project_id
-    events = _rows(read_events(run, src.events, pid, tz, by_user=True))
+    events = _rows(read_events(run, src.events, pid, tz))
     people = _rows(read_people(run, src.people, pid, tz))
     e = await anext(events, None)
     p = await anext(people, None)
@@ -106,15 +115,29 @@ async def _rows(pages: AsyncIterator[list[tuple[Any, ...]]]) -> AsyncIterator[tu
             yield row
 
 
-async def _chunks(ctx: QueryContext, src: EventsSource | PeopleSource | JoinSource) -> AsyncIterator[str]:
+async def _ahead(items: AsyncIterator[T]) -> AsyncIterator[T]:
+    """`items`, with the next one already being produced while the consumer works on this one
+    (at most two held at a time)."""
+    pending: asyncio.Task[T | None] = asyncio.ensure_future(anext(items, None))
+    try:
+        while True:
+            item = await pending
+            if item is None:
+                return
+            pending = asyncio.ensure_future(anext(items, None))
+            yield item
+    finally:
+        if not pending.done():
+            pending.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await pending
+
+
+async def _chunks(ctx: QueryContext, src: PeopleSource | JoinSource) -> AsyncIterator[str]:
     async def run(query: Query) -> list[tuple[Any, ...]]:
         return await query.run(ctx)
 
-    if isinstance(src, EventsSource):
-        # Time order: a groupByUser reducer sees each user's events in time order, chunk by chunk.
-        async for page in read_events(run, src, ctx.project_id, ctx.timezone, by_user=False):
-            yield _chunk([row[0] for row in page])
-    elif isinstance(src, PeopleSource):
+    if isinstance(src, PeopleSource):
         async for page in read_people(run, src, ctx.project_id, ctx.timezone):
             yield _chunk([row[0] for row in page])
     else:
@@ -135,18 +158,32 @@ async def execute(ctx: QueryContext, limits: JqlLimits) -> str:
     def call(fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
         return loop.run_in_executor(thread, fn, *args)
 
+    async def run(query: Query) -> list[tuple[Any, ...]]:
+        return await query.run(ctx)
+
     try:
         sandbox = await call(Sandbox, limits, started)
         try:
             await call(sandbox.load, script, params_text)
             plan = orjson.loads(await call(sandbox.plan))
             src = parse_source(plan["source"])
-            keys = plan.get("grouped")
-            if keys and isinstance(src, EventsSource):
-                # Events(...).groupBy([paths], count()) first: counted by the warehouse.
-                rows = await grouped_count(src, ctx.project_id, ctx.timezone, keys).run(ctx)
+            pushed = parse_pushed(plan.get("grouped"))
+            answer = None
+            if pushed is not None and isinstance(src, EventsSource | PeopleSource):
+                # A recognised first step (runtime.js `pushdown`): computed by the warehouse.
+                rows = await pushed_query(src, ctx.project_id, ctx.timezone, pushed).run(ctx)
+                answer = await ctx.shape(merge_pushed, rows, pushed)
+            if answer is not None:
                 sandbox.remaining()
-                await call(sandbox.grouped, await ctx.shape(merge_groups, rows, keys))
+                await call(sandbox.grouped, answer)
+            elif isinstance(src, EventsSource):
+                keys = projected_keys(script)
+                await call(sandbox.project, keys)
+                # The next window is read while the isolate works on this one.
+                windows = event_windows(run, src, ctx.project_id, ctx.timezone, keys, plan.get("ordered", True))
+                async for rows in _ahead(windows):
+                    sandbox.remaining()
+                    await call(sandbox.feed_events, rows)
             else:
                 async for chunk in _chunks(ctx, src):
                     sandbox.remaining()
@@ -162,6 +199,10 @@ def jql_handler(limits: JqlLimits) -> Handler:
     """The `/jql` report handler under `limits`."""
 
     async def jql(ctx: QueryContext) -> Response:
-        return Response(await execute(ctx, limits), media_type="application/json")
+        fmt = read_format(ctx.params)
+        answer = await execute(ctx, limits)
+        if fmt == "csv":
+            return await ctx.shape(answer_csv, answer)
+        return Response(answer, media_type="application/json")
 
     return jql

@@ -21,10 +21,19 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
 
-from py_mini_racer import JSEvalException, JSOOMException, JSParseException, JSTimeoutException, MiniRacer
+from py_mini_racer import (
+    JSEvalException,
+    JSFunction,
+    JSOOMException,
+    JSParseException,
+    JSTimeoutException,
+    MiniRacer,
+)
 
 from footfall.shared.errors import ParamError
 
@@ -99,12 +108,14 @@ class Sandbox:
         self.limits = limits
         self.deadline = (started if started is not None else time.monotonic()) + limits.timeout_seconds
         self._ctx = MiniRacer()
+        self._feed_events: JSFunction | None = None
         self._ctx.set_hard_memory_limit(limits.memory_mb * 1024 * 1024)
         self._eval(_RUNTIME)
         self._eval(_UNDERSCORE)
         self._eval(_CLEANUP)
 
     def close(self) -> None:
+        self._feed_events = None  # its handle belongs to the context
         self._ctx.close()
 
     def remaining(self) -> float:
@@ -114,8 +125,12 @@ class Sandbox:
         return left
 
     def _eval(self, code: str) -> object:
+        return self._guard(lambda left: self._ctx.eval(code, timeout_sec=left))
+
+    def _guard(self, call: Callable[[float], object]) -> object:
+        """`call(seconds left)` into the isolate, its failures as the request's 400s."""
         try:
-            return self._ctx.eval(code, timeout_sec=self.remaining())
+            return call(self.remaining())
         except JSTimeoutException:
             raise timeout_error(self.limits) from None
         except JSOOMException:
@@ -143,6 +158,22 @@ class Sandbox:
     def feed(self, chunk_json: str) -> int:
         """Run the streaming steps on one chunk of source items (a JSON array)."""
         result = self._eval(f"__jql_feed({_js_string(chunk_json)})")
+        return int(result) if isinstance(result, int | float) else 0
+
+    def project(self, keys: Sequence[str]) -> None:
+        """The property names the warehouse reads out for `feed_events` (`projected_keys`)."""
+        self._eval(f"__jql_project({_js_string(json.dumps(list(keys)))})")
+
+    def feed_events(self, rows: Sequence[tuple[Any, ...]]) -> int:
+        """Run the streaming steps on a window of events: rows `(head_json, properties, …)`
+        of `source.events_window`, handed over as two strings (no JavaScript literal to
+        parse, no per-event work in Python)."""
+        heads = "[" + ",".join(row[0] for row in rows) + "]"
+        texts = "\0".join(row[1] for row in rows)
+        if self._feed_events is None:
+            self._feed_events = cast(JSFunction, self._eval("__jql_feed_events"))
+        fn = self._feed_events
+        result = self._guard(lambda left: fn(heads, texts, timeout_sec=left))
         return int(result) if isinstance(result, int | float) else 0
 
     def grouped(self, groups_json: str) -> None:

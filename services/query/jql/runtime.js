@@ -82,8 +82,9 @@
     fn.__jql_finish = function (acc) { return finish(acc && acc.__jql_state ? acc.s : acc); };
     return fn;
   }
-  function named(name, fn) {
+  function named(name, fn, acc) {
     fn.__jql_name = name;
+    if (typeof acc === "string") fn.__jql_path = acc; // a plain path: the host may compute it in SQL
     return fn;
   }
   function finishOf(reducer) {
@@ -102,18 +103,18 @@
     },
     sum: function (acc) {
       var num = numberOf(acc);
-      return builtin(function () { return 0; }, function (s, it) { var v = num(it); return v === undefined ? s : s + v; },
-        function (s, a) { return s + (toNumber(a) || 0); }, identity);
+      return named("sum", builtin(function () { return 0; }, function (s, it) { var v = num(it); return v === undefined ? s : s + v; },
+        function (s, a) { return s + (toNumber(a) || 0); }, identity), acc);
     },
     avg: function (acc) {
       var num = numberOf(acc);
-      return builtin(function () { return { n: 0, sum: 0 }; },
+      return named("avg", builtin(function () { return { n: 0, sum: 0 }; },
         function (s, it) { var v = num(it); if (v !== undefined) { s.n += 1; s.sum += v; } return s; },
         function (s, a) { s.n += a.n; s.sum += a.sum; return s; },
-        function (s) { return s.n ? s.sum / s.n : null; });
+        function (s) { return s.n ? s.sum / s.n : null; }), acc);
     },
-    min: function (acc) { return extreme(acc, -1); },
-    max: function (acc) { return extreme(acc, 1); },
+    min: function (acc) { return named("min", extreme(acc, -1), acc); },
+    max: function (acc) { return named("max", extreme(acc, 1), acc); },
     min_by: function (acc) { return extremeBy(acc, -1); },
     max_by: function (acc) { return extremeBy(acc, 1); },
     numeric_summary: function (acc) {
@@ -439,11 +440,11 @@
   Collection.prototype.groupByUser = step("groupByUser", function (keys, red) {
     if (red === undefined) { red = keys; keys = []; }
     if (typeof red !== "function") fail("groupByUser: the reducer must be a function(state, events)");
-    return { make: function () { return new UserGrouper(keys, red); } };
+    return { keys: keys, reducer: red, make: function () { return new UserGrouper(keys, red); } };
   });
   Collection.prototype.reduce = step("reduce", function (red) {
     checkReducer(red, "reduce");
-    return { make: function () { return new Reducer(red); } };
+    return { reducer: red, make: function () { return new Reducer(red); } };
   });
   Collection.prototype.sortAsc = step("sort", function (acc) { var s = sorter(acc, 1); return { make: function () { return new Collector(s); } }; });
   Collection.prototype.sortDesc = step("sort", function (acc) { var s = sorter(acc, -1); return { make: function () { return new Collector(s); } }; });
@@ -530,37 +531,124 @@
       if (ops[k].kind !== "groupByUser") continue;
       for (var m = 0; m < k; m++) if (ops[m].kind !== "filter") fail("groupByUser() is allowed only on a source or after filter()");
     }
-    run = { ops: ops, barrier: barrier, sink: barrier < ops.length ? ops[barrier].make() : null, out: [] };
-    return JSON.stringify({ source: c.__jql_source, grouped: groupedCount(c.__jql_source, ops) });
+    var pushed = pushdown(c.__jql_source, ops);
+    run = { ops: ops, barrier: barrier, sink: barrier < ops.length ? ops[barrier].make() : null, out: [], pushed: pushed };
+    // Items need the source's time order only for groupByUser and for a collection without
+    // a grouping step; groupBy and reduce promise no order to their reducers (§5.4).
+    var first = barrier < ops.length ? ops[barrier].kind : null;
+    var ordered = !(first === "groupBy" || first === "reduce");
+    return JSON.stringify({ source: c.__jql_source, grouped: pushed, ordered: ordered });
   };
-  // `Events(...).groupBy([paths], mixpanel.reducer.count())` first: the host may count the
-  // groups in SQL. The key paths, when every one is a plain property path of an event.
-  function groupedCount(source, ops) {
-    if (source.type !== "events" || !ops.length || ops[0].kind !== "groupBy") return null;
-    var keys = ops[0].keys, red = ops[0].reducer;
-    if (!Array.isArray(keys) || !keys.length || typeof red !== "function" || red.__jql_name !== "count") return null;
+  // A first step the host may compute in SQL (issue 13: "recognised simple pipelines"):
+  // `groupBy([paths], r)`, `groupByUser([paths], count())` and `reduce(r)` on Events, and
+  // `groupBy([paths], r)` on People, where every key is `name`, `distinct_id` or
+  // `properties.<key>` (People: no `name`) and r is one built-in count(), or sum / avg /
+  // min / max of a `properties.<key>` path. Null when the step is anything else.
+  var PROPERTY_PATH = /^properties\.[^.]+$/;
+  function pushdown(source, ops) {
+    if ((source.type !== "events" && source.type !== "people") || !ops.length) return null;
+    var op = ops[0], kind = op.kind, keys = op.keys, red = op.reducer;
+    if (source.type === "people" && kind !== "groupBy") return null;
+    if (kind === "reduce") keys = [];
+    else if (kind === "groupByUser") {
+      if (keys === undefined || keys === null) keys = [];
+      if (!Array.isArray(keys) || red.__jql_name !== "count") return null;
+      keys = ["distinct_id"].concat(keys);
+    } else if (kind !== "groupBy" || !Array.isArray(keys) || !keys.length) return null;
+    if (typeof red !== "function" || !red.__jql_finish) return null;
+    var name = red.__jql_name;
+    if (name !== "count" && !(["sum", "avg", "min", "max"].indexOf(name) >= 0 && PROPERTY_PATH.test(red.__jql_path || ""))) return null;
     for (var i = 0; i < keys.length; i++) {
       var k = keys[i];
       if (typeof k !== "string") return null;
-      if (k !== "name" && k !== "distinct_id" && !/^properties\.[^.]+$/.test(k)) return null;
+      if (!(k === "distinct_id" || PROPERTY_PATH.test(k) || (k === "name" && source.type === "events"))) return null;
     }
-    return keys;
+    return { keys: keys, reducer: name, path: name === "count" ? null : red.__jql_path, reduce: kind === "reduce" };
   }
-  // The groups counted by the host (JSON `[{key, value}]`) replace the first step's output.
+  // The first step's answer computed by the host (JSON `[{key, value}]`, or for reduce
+  // `[value]`) replaces its output.
   global.__jql_grouped = function (text) {
     var groups = JSON.parse(text);
-    groups.sort(function (a, b) { return compare(a.key, b.key); });
+    if (!run.pushed || !run.pushed.reduce) groups.sort(function (a, b) { return compare(a.key, b.key); });
     run.sink = { push: function () {}, finish: function () { return groups; } };
     run.barrier = 0;
     return groups.length;
   };
+  // -- Events items with lazily parsed properties ------------------------------------------
+  // The host sends a window of events as `[name, distinct_id, time, {projected}]` heads plus
+  // the stored `properties` texts (NUL-separated: NUL never occurs in JSON text). An item's
+  // `properties` is a Proxy that answers the projected keys (the property names the script
+  // spells out, read by the warehouse) from the head, and parses the whole text the first
+  // time anything else is asked (another key, keys, `in`, JSON.stringify, a write), keeping
+  // the projected values, so an object read before stays the same object. The answers are
+  // those of the parsed text in every case.
+  var projected = Object.create(null);
+  var hasOwn = Object.prototype.hasOwnProperty;
+  function LazyProps(raw, values) {
+    this.raw = raw;
+    this.values = values;
+    this.full = null;
+  }
+  function fullOf(t) {
+    if (t.full === null) {
+      var full = JSON.parse(t.raw);
+      if (full === null || typeof full !== "object" || Array.isArray(full)) full = {};
+      for (var k in t.values) if (hasOwn.call(t.values, k)) full[k] = t.values[k];
+      t.full = full;
+      t.raw = null;
+      t.values = null;
+    }
+    return t.full;
+  }
+  var lazyHandler = {
+    get: function (t, k) {
+      if (t.full === null && typeof k === "string" && projected[k] === true) {
+        return hasOwn.call(t.values, k) ? t.values[k] : undefined;
+      }
+      return fullOf(t)[k];
+    },
+    has: function (t, k) {
+      if (t.full === null && typeof k === "string" && projected[k] === true) return hasOwn.call(t.values, k) || k in Object.prototype;
+      return k in fullOf(t);
+    },
+    set: function (t, k, v) { fullOf(t)[k] = v; return true; },
+    deleteProperty: function (t, k) { return delete fullOf(t)[k]; },
+    ownKeys: function (t) { return Reflect.ownKeys(fullOf(t)); },
+    getOwnPropertyDescriptor: function (t, k) {
+      var d = Reflect.getOwnPropertyDescriptor(fullOf(t), k);
+      if (d) d.configurable = true; // the proxy's target holds none of them
+      return d;
+    },
+    defineProperty: function (t, k, d) { return Reflect.defineProperty(fullOf(t), k, d); },
+    getPrototypeOf: function () { return Object.prototype; },
+  };
+  function lazyProperties(raw, values) {
+    return new Proxy(new LazyProps(raw, values), lazyHandler);
+  }
+  global.__jql_project = function (text) {
+    var keys = JSON.parse(text);
+    projected = Object.create(null);
+    for (var i = 0; i < keys.length; i++) projected[keys[i]] = true;
+    return keys.length;
+  };
+  global.__jql_feed_events = function (heads, props) {
+    var hs = JSON.parse(heads), texts = props.split("\u0000"), items = new Array(hs.length);
+    if (texts.length !== hs.length) fail("internal: " + hs.length + " events but " + texts.length + " property texts");
+    for (var i = 0; i < hs.length; i++) {
+      var h = hs[i];
+      items[i] = { name: h[0], distinct_id: h[1], time: h[2], sampling_factor: 1, properties: lazyProperties(texts[i], h[3]) };
+    }
+    return feedItems(items);
+  };
   global.__jql_feed = function (text) {
-    var items = JSON.parse(text);
+    return feedItems(JSON.parse(text));
+  };
+  function feedItems(items) {
     for (var i = 0; i < run.barrier; i++) items = streamStep(run.ops[i], items);
     if (run.sink) run.sink.push(items);
     else for (var j = 0; j < items.length; j++) run.out.push(items[j]);
     return run.out.length;
-  };
+  }
   global.__jql_finish = function () {
     var items = run.sink ? run.sink.finish() : run.out;
     for (var i = run.barrier + 1; i < run.ops.length; i++) {

@@ -5,11 +5,12 @@
 expression language (a bad one is a 400 naming it). The SQL is built here, pure, and
 read through the scoped sources only (`final_events`, `source(PROFILES, Scope(...))`):
 dates, event names and selectors are pushed down, so only the rows the script can see
-are read, each already as the JSON text of its JQL item (built by ClickHouse).
+are read, each already as JSON text built by ClickHouse.
 
-* Events: `events FINAL` of the local days `from_date`..`to_date` (project zone); keyset
-  pages in (time, dedup hash) order, or (distinct_id, time, dedup hash) when the first
-  grouping step is `groupByUser` (each user's events in time order). Item:
+* Events: `events FINAL` of the local days `from_date`..`to_date` (project zone); windows
+  of whole hours in (time, dedup hash) order (`event_windows`: each event as a head and its
+  stored properties text, parsed lazily by the runtime), or for `join` keyset pages in
+  (distinct_id, time, dedup hash) order (`read_events`). Item:
   `{name, distinct_id, time, sampling_factor, properties}`; `time` is the event's epoch
   milliseconds shifted by the project zone's offset at that instant (semantics §5.3: "ms
   since epoch, project timezone"), so `new Date(time).getUTC*()` reads local wall time.
@@ -21,6 +22,7 @@ are read, each already as the JSON text of its JQL item (built by ClickHouse).
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
@@ -32,31 +34,41 @@ from footfall.services.query.reports._common import Binds, Query, final_events, 
 from footfall.shared.errors import ParamError
 from footfall.shared.expr import ExprError, check_expr, compile_where, parse_expr
 from footfall.shared.expr.typed import TNode
+from footfall.shared.expr.values import property_raw
 from footfall.shared.schema.catalog import PROFILES
 from footfall.shared.sql import Scope, Sql, join, source, sql
 from footfall.shared.timerange import day_range_utc
 
 __all__ = [
+    "MAX_PROJECTED",
     "PAGE",
     "EventsSource",
     "JoinSource",
     "PeopleSource",
+    "Pushed",
     "Run",
     "Selector",
     "Source",
+    "event_windows",
     "events_page",
-    "grouped_count",
+    "events_window",
     "hour_counts",
-    "merge_groups",
+    "merge_pushed",
+    "parse_pushed",
     "parse_source",
     "people_page",
     "plan_windows",
+    "projected_keys",
+    "pushed_query",
     "read_events",
     "read_people",
 ]
 
 PAGE = 20_000
-_WINDOW_ROWS = 100_000  # rows one statement reads at most (the chunks fed to the script are of PAGE rows)
+# Rows one statement reads at most, and one call into the isolate gets (an Events window):
+# measured on the 10M bench data, a statement costs ~0.2 s of fixed work, so few large ones.
+_WINDOW_ROWS = 200_000
+MAX_PROJECTED = 32  # property keys read out of `properties` by the warehouse (see `projected_keys`)
 JoinType = Literal["full", "left", "right", "inner"]
 Run = Callable[[Query], Awaitable[list[tuple[Any, ...]]]]
 
@@ -230,9 +242,80 @@ def events_page(
     )
 
 
-def people_page(src: PeopleSource, project_id: int, tz: str, after: str | None, page: int = PAGE) -> Query:
-    """One page of user profiles' JQL items after the id `after`: rows `(item_json, id)`."""
+def events_window(
+    src: EventsSource,
+    project_id: int,
+    tz: str,
+    keys: Sequence[str],
+    window: tuple[datetime, datetime],
+    offset: int = 0,
+    limit: int = _WINDOW_ROWS,
+    ordered: bool = True,
+) -> Query:
+    """The events of the UTC `window` in time order (unless not `ordered`: measured, the sort
+    is a quarter of the statement), from the `offset`-th on, as rows `(head_json,
+    properties)`: `head_json` is `[name, distinct_id, time,
+    {projected}]`, where `{projected}` holds the raw values of the property `keys` the
+    event has (read by the warehouse, `property_raw`), and `properties` is the stored JSON
+    text, given to the isolate as it is and parsed there only when the script reaches a
+    property outside `keys` (runtime.js, `lazyProperties`)."""
     b = Binds()
+    scope = Scope(project_id, *window)
+    names, condition = _selector_condition(src.selectors, b)
+    rows = final_events(scope, names, condition, b)
+    members = []
+    for name in keys:
+        raw = property_raw(name, b)
+        members.append(
+            sql("if(empty({}), '', concat({}, ':', {}))", raw, b.add(orjson.dumps(name).decode(), "String"), raw)
+        )
+    projected = (
+        sql("arrayStringConcat(arrayFilter(m -> notEmpty(m), [{}]), ',')", join(", ", members))
+        if members
+        else sql("''")
+    )
+    head = sql(
+        "concat('[', toJSONString(event), ',', toJSONString(distinct_id), ',', toString({}), ',', char(123), {},"
+        " char(125), ']')",
+        _local_ms(sql("time"), b.add(tz, "String")),
+        projected,
+    )
+    return Query(
+        sql(
+            "SELECT {} AS head, properties FROM {} {}LIMIT {} OFFSET {}",
+            head,
+            rows,
+            sql("ORDER BY time, dedup_hash ") if ordered else sql(""),
+            b.add(limit, "UInt32"),
+            b.add(offset, "UInt64"),
+        ),
+        b,
+    )
+
+
+# Where a script names an event property: `properties.plan`, `properties["plan"]`, `'properties.plan'`.
+_PROPERTY_NAME = re.compile(
+    r"""properties\s*(?:\.\s*([A-Za-z_$][\w$]*)|\[\s*(?:"([^"\\\n]*)"|'([^'\\\n]*)')\s*\])"""
+    r"""|["'`]properties\.([^."'`\\\n]+)"""
+)
+
+
+def projected_keys(script: str) -> tuple[str, ...]:
+    """The property names the script spells out (at most `MAX_PROJECTED`, first seen first):
+    the warehouse reads them out of each event's `properties`, so a script that reaches only
+    these never parses the whole text. A guess from the text alone, so it is never trusted:
+    any other access parses the event's properties in full (same answer, slower)."""
+    out: dict[str, None] = {}
+    for match in _PROPERTY_NAME.finditer(script):
+        name = next(g for g in match.groups() if g is not None)
+        out.setdefault(name, None)
+        if len(out) >= MAX_PROJECTED:
+            break
+    return tuple(out)
+
+
+def _people_rows(src: PeopleSource, project_id: int, b: Binds, after: str | None = None) -> Sql:
+    """The live user profiles the selectors keep (any of them), after the id `after`."""
     keys = sql("group_key = ''")
     if after is not None:
         keys = sql("{} AND profile_id > {}", keys, b.add(after, "String"))
@@ -240,7 +323,13 @@ def people_page(src: PeopleSource, project_id: int, tz: str, after: str | None, 
     where = sql("deleted = 0")
     if conditions and len(conditions) == len(src.selectors):
         where = sql("deleted = 0 AND ({})", join(" OR ", [sql("({})", c) for c in conditions]))
-    rows = source(PROFILES, Scope(project_id), b, final=True, keys=keys, where=where)
+    return source(PROFILES, Scope(project_id), b, final=True, keys=keys, where=where)
+
+
+def people_page(src: PeopleSource, project_id: int, tz: str, after: str | None, page: int = PAGE) -> Query:
+    """One page of user profiles' JQL items after the id `after`: rows `(item_json, id)`."""
+    b = Binds()
+    rows = _people_rows(src, project_id, b, after)
     ms = _local_ms(sql("last_time"), b.add(tz, "String"))
     item = sql(
         "concat(char(123), '\"distinct_id\":', toJSONString(profile_id), ',\"time\":', toString({}), "
@@ -258,18 +347,133 @@ def _key_expr(path: str, b: Binds) -> Sql:
         return sql("toString(event)")
     if path == "distinct_id":
         return sql("distinct_id")
-    return sql("JSONExtractRaw(properties, {})", b.add(path.removeprefix("properties."), "String"))
+    return property_raw(path.removeprefix("properties."), b)
 
 
-def grouped_count(src: EventsSource, project_id: int, tz: str, keys: Sequence[str]) -> Query:
-    """`groupBy(keys, count())` of the events in one statement: rows of the keys' JSON texts
-    (property values raw, '' when missing; names and ids as text) and the count."""
+@dataclass(frozen=True)
+class Pushed:
+    """A first step computed by the warehouse (runtime.js `pushdown`): group by `keys`
+    (`name`, `distinct_id`, `properties.<key>`; none for `reduce`), one built-in `reducer`
+    (count, sum, avg, min, max) of the property `path`."""
+
+    keys: tuple[str, ...]
+    reducer: Literal["count", "sum", "avg", "min", "max"]
+    path: str | None
+    reduce: bool
+
+
+def parse_pushed(spec: Any) -> Pushed | None:
+    if not isinstance(spec, dict):
+        return None
+    return Pushed(tuple(spec["keys"]), spec["reducer"], spec.get("path"), bool(spec.get("reduce")))
+
+
+def _profile_key_expr(path: str, b: Binds) -> Sql:
+    if path == "distinct_id":
+        return sql("profile_id")
+    return property_raw(path.removeprefix("properties."), b, PROFILES)
+
+
+def _value_aggregates(raw: Sql) -> Sql:
+    """For the values of a property (its raw JSON text): how many are numbers as JQL's
+    reducers read them (JSON numbers, finite; booleans as 1/0), their sum, min and max,
+    and how many are strings with a digit in them (numeric strings count too in JQL, by a
+    JavaScript rule: such a group is left to the engine)."""
+    v = sql(
+        "multiIf({} = 'true', 1., {} = 'false', 0., match({}, '^-?[0-9]'), toFloat64OrNull({}), NULL)",
+        raw,
+        raw,
+        raw,
+        raw,
+    )
+    ok = sql("ifNull(isFinite({}), 0)", v)
+    return sql(
+        "countIf({}), sumIf(assumeNotNull({}), {}), minIf(assumeNotNull({}), {}), maxIf(assumeNotNull({}), {}),"
+        " countIf(startsWith({}, '\"') AND match({}, '[0-9]'))",
+        ok,
+        v,
+        ok,
+        v,
+        ok,
+        v,
+        ok,
+        raw,
+        raw,
+    )
+
+
+def pushed_query(src: EventsSource | PeopleSource, project_id: int, tz: str, pushed: Pushed) -> Query:
+    """The pushed-down step in one statement: rows of the keys' texts (property values raw,
+    '' when missing; names and ids as text), the count, and for a value reducer the
+    aggregates of `_value_aggregates`."""
     b = Binds()
-    scope = Scope(project_id, *day_range_utc(src.from_date, src.to_date, tz))
-    names, condition = _selector_condition(src.selectors, b)
-    exprs = join(", ", [_key_expr(k, b) for k in keys])
-    rows = final_events(scope, names, condition, b)
-    return Query(sql("SELECT {}, count() FROM {} GROUP BY {}", exprs, rows, exprs), b)
+    if isinstance(src, EventsSource):
+        scope = Scope(project_id, *day_range_utc(src.from_date, src.to_date, tz))
+        names, condition = _selector_condition(src.selectors, b)
+        exprs = [_key_expr(k, b) for k in pushed.keys]
+        rows = final_events(scope, names, condition, b)
+        value = property_raw(pushed.path.removeprefix("properties."), b) if pushed.path else None
+    else:
+        exprs = [_profile_key_expr(k, b) for k in pushed.keys]
+        rows = _people_rows(src, project_id, b)
+        value = property_raw(pushed.path.removeprefix("properties."), b, PROFILES) if pushed.path else None
+    columns = [*exprs, sql("count()")]
+    if value is not None:
+        columns.append(_value_aggregates(value))
+    if not exprs:
+        return Query(sql("SELECT {} FROM {}", join(", ", columns), rows), b)
+    return Query(sql("SELECT {} FROM {} GROUP BY {}", join(", ", columns), rows, join(", ", exprs)), b)
+
+
+def merge_pushed(rows: list[tuple[Any, ...]], pushed: Pushed) -> str | None:
+    """The step's answer as JSON (`[{key, value}]`, or `[value]` for reduce): raw property
+    texts parsed, and rows whose keys are the same JavaScript values (`1.50` and `1.5`)
+    merged. None when a group holds strings that may be numeric (left to the engine)."""
+    n = len(pushed.keys)
+    raw = [k not in ("name", "distinct_id") for k in pushed.keys]
+    groups: dict[bytes, list[Any]] = {}
+    for row in rows:
+        key = [_json_value(v) if is_raw else v for v, is_raw in zip(row[:n], raw, strict=True)]
+        text = orjson.dumps(key)
+        count = int(row[n])
+        if pushed.path is None:
+            stats = [count, 0, 0.0, None, None]
+        else:
+            if int(row[n + 5]):
+                return None
+            numbers = int(row[n + 1])
+            stats = [
+                count,
+                numbers,
+                float(row[n + 2]),
+                row[n + 3] if numbers else None,
+                row[n + 4] if numbers else None,
+            ]
+        old = groups.get(text)
+        if old is None:
+            groups[text] = [key, stats]
+            continue
+        s = old[1]
+        s[0] += stats[0]
+        s[1] += stats[1]
+        s[2] += stats[2]
+        s[3] = stats[3] if s[3] is None else s[3] if stats[3] is None else min(s[3], stats[3])
+        s[4] = stats[4] if s[4] is None else s[4] if stats[4] is None else max(s[4], stats[4])
+    values = [(key, _reduced(pushed.reducer, s)) for key, s in groups.values()]
+    if pushed.reduce:
+        return orjson.dumps([values[0][1] if values else _reduced(pushed.reducer, [0, 0, 0.0, None, None])]).decode()
+    return orjson.dumps([{"key": k, "value": v} for k, v in values]).decode()
+
+
+def _reduced(reducer: str, s: list[Any]) -> Any:
+    count, numbers, total, low, high = s
+    if reducer == "count":
+        return count
+    if reducer == "sum":
+        return total
+    if reducer == "avg":
+        return total / numbers if numbers else None
+    return low if reducer == "min" else high
 
 
 def _json_value(raw: str) -> Any:
@@ -287,52 +491,45 @@ def _canonical(value: Any) -> Any:
     return value
 
 
-def merge_groups(rows: list[tuple[Any, ...]], keys: Sequence[str]) -> str:
-    """The `[{key, value}]` JSON of `grouped_count`'s rows: raw property texts parsed, and rows
-    whose keys are the same JavaScript values (`1.50` and `1.5`) summed."""
-    raw = [k not in ("name", "distinct_id") for k in keys]
-    groups: dict[bytes, list[Any]] = {}
-    for row in rows:
-        key = [_json_value(v) if is_raw else v for v, is_raw in zip(row[:-1], raw, strict=True)]
-        text = orjson.dumps(key)
-        if text in groups:
-            groups[text][1] += int(row[-1])
-        else:
-            groups[text] = [key, int(row[-1])]
-    return orjson.dumps([{"key": k, "value": n} for k, n in groups.values()]).decode()
-
-
 # -- reading ---------------------------------------------------------------------------------------
 async def read_events(
-    run: Run, src: EventsSource, project_id: int, tz: str, by_user: bool, page: int = PAGE
+    run: Run, src: EventsSource, project_id: int, tz: str, page: int = PAGE
 ) -> AsyncIterator[list[tuple[Any, ...]]]:
-    """The events in pages of at most `page` rows: by user (distinct_id, time; keyset pages),
-    or in time order through windows of whole hours holding about `_WINDOW_ROWS` rows
-    (`plan_windows` over `hour_counts`), one statement per window (a fuller one continues
-    from its last row): each statement reads only its window, so the work stays linear in
-    the rows read (measured: keyset pages over a day cost 470 ms each, a FINAL merge of the
-    day per page)."""
-    if by_user:
-        after: tuple[Any, ...] | None = None
-        while True:
-            rows = await run(events_page(src, project_id, tz, True, after, page))
-            if rows:
-                yield rows
-            if len(rows) < page:
-                return
-            after = (rows[-1][1], rows[-1][2], rows[-1][3])
+    """The events by user (distinct_id, time), in keyset pages of at most `page` rows: the
+    events side of `join` (time-ordered reading is `event_windows`)."""
+    after: tuple[Any, ...] | None = None
+    while True:
+        rows = await run(events_page(src, project_id, tz, True, after, page))
+        if rows:
+            yield rows
+        if len(rows) < page:
+            return
+        after = (rows[-1][1], rows[-1][2], rows[-1][3])
+
+
+async def event_windows(
+    run: Run, src: EventsSource, project_id: int, tz: str, keys: Sequence[str], ordered: bool = True
+) -> AsyncIterator[list[tuple[Any, ...]]]:
+    """The events in time order, in windows of whole hours holding at most `_WINDOW_ROWS`
+    rows (`plan_windows` over `hour_counts`), one statement each (`events_window`; only an
+    hour holding more is read in several, by offset): each statement reads only its window,
+    so the work stays linear in the rows read, and memory is bounded by the window. Not
+    `ordered`: each window's rows in any order (still in time order when read by offset)."""
     start, end = day_range_utc(src.from_date, src.to_date, tz)
     hours = await run(hour_counts(src, project_id, start, end))
-    for window_start, window_end in plan_windows(hours, start, end, _WINDOW_ROWS):
-        after = None
+    for window in plan_windows(hours, start, end, _WINDOW_ROWS, fill=True):
+        offset = 0
+        planned = sum(
+            int(n) for hour, n in hours if window[0] < _utc(hour) + timedelta(hours=1) and _utc(hour) < window[1]
+        )
+        in_order = ordered or planned >= _WINDOW_ROWS
         while True:
-            scope_start = _utc(after[1]) if after is not None else window_start
-            rows = await run(events_page(src, project_id, tz, False, after, _WINDOW_ROWS, (scope_start, window_end)))
-            for i in range(0, len(rows), page):
-                yield rows[i : i + page]
+            rows = await run(events_window(src, project_id, tz, keys, window, offset, ordered=in_order))
+            if rows:
+                yield rows
             if len(rows) < _WINDOW_ROWS:
                 break
-            after = (rows[-1][1], rows[-1][2], rows[-1][3])
+            offset += len(rows)
 
 
 def hour_counts(src: EventsSource, project_id: int, start: datetime, end: datetime) -> Query:
@@ -345,14 +542,19 @@ def hour_counts(src: EventsSource, project_id: int, start: datetime, end: dateti
 
 
 def plan_windows(
-    hours: Sequence[tuple[Any, ...]], start: datetime, end: datetime, rows: int
+    hours: Sequence[tuple[Any, ...]], start: datetime, end: datetime, rows: int, fill: bool = False
 ) -> list[tuple[datetime, datetime]]:
     """[start, end) cut into windows of whole hours holding about `rows` rows each (an hour
-    holding more is one window, read in pages); hours without rows join their neighbours."""
+    holding more is one window, read in pages); hours without rows join their neighbours.
+    `fill`: at most `rows` rows each (a window closes before the hour that would overflow it)."""
     windows: list[tuple[datetime, datetime]] = []
     window_start, total = start, 0
     for hour, count in hours:
+        hour_start = max(_utc(hour), start)
         hour_end = _utc(hour) + timedelta(hours=1)
+        if fill and total and total + int(count) > rows and window_start < hour_start:
+            windows.append((window_start, hour_start))
+            window_start, total = hour_start, 0
         total += int(count)
         if total >= rows and hour_end < end:
             windows.append((window_start, hour_end))

@@ -677,6 +677,10 @@ def _jql(spec: ProjectSpec) -> Iterator[Request]:
     yield "jql", {"script": f"function main() {{ return join({events}{selected}, People(), {{type: 'full'}}); }}"}
     people = 'People({user_selectors: [{selector: \'properties["plan"] == "pro"\'}]})'
     yield "jql", {"script": f"function main() {{ return {people}.reduce(mixpanel.reducer.count()); }}"}
+    filtered = ".filter(e => e.properties.plan !== 'x').groupBy(['name'], mixpanel.reducer.count())"
+    yield "jql", {"script": f"function main() {{ return {events}}}){filtered}; }}"}  # windows, lazy properties
+    by_plan = ".groupBy(['properties.plan'], mixpanel.reducer.avg('properties.n'))"  # in SQL
+    yield "jql", {"script": f"function main() {{ return {people}{by_plan}; }}"}
 
 
 def _engage(state: Loaded, pid: int) -> Iterator[Request]:
