@@ -3,18 +3,25 @@ served by a local stand-in, migrated by the migration service of a `footfall ser
 (embedded chDB store) through the same validator and store step as `/import`.
 
 The export is generated once into day files (so the stand-in holds nothing in memory); the job
-covers every day. Measured: events imported per second from the 202 to `succeeded`, and the
-serve process's peak RSS (VmHWM), which holds the job, the store and the query service.
+covers every day. Measured, from the 202 to `succeeded`: events imported per second; CPU per
+event of the serve process (the job's reading, publishing and the store) and of its mapping
+workers (`FOOTFALL_MIGRATE_WORKERS` processes: decode, map, validate); peak RSS (VmHWM) of the
+serve process (which holds the job, the store and the query service) and of each worker; the
+load average beside them. `stages` times the job's steps on one day in this process, one core:
+inflating into blocks, a worker's work per block, and rebuilding the events in the job's process.
 Target (issue 14): 2,000,000 events at >= 30,000 events/s with peak RSS < 500 MB.
 
     python -m bench migrate_amplitude                  # 2,000,000 events
-    python -m bench.migrate_amplitude --events 200000  # a quicker run
+    python -m bench migrate_amplitude --events 200000  # a quicker run
+    python -m bench migrate_amplitude --workers 0      # the mapping in a thread of serve (A/B)
+    python -m bench migrate_amplitude --block-bytes 4194304  # larger blocks: less CPU, more memory
 Result: bench/results/migrate_amplitude.json
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import io
 import os
@@ -101,9 +108,52 @@ def peak_rss_mb(pid: int) -> float:
     return 0.0
 
 
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def children(pid: int) -> list[int]:
+    """The mapping workers of `pid` (its child processes, less multiprocessing's resource tracker)."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            found += [int(c) for c in (task / "children").read_text().split()]
+    return [c for c in found if b"resource_tracker" not in Path(f"/proc/{c}/cmdline").read_bytes()]
+
+
+def stages(folder: Path) -> dict[str, float]:
+    """µs of CPU per event of each step, on the first day, in this process."""
+    from footfall.services.migrate.download import amplitude_blocks
+    from footfall.services.migrate.work import BlockSpec, amplitude_block, decode_block
+    from footfall.shared.config import ImportLimits
+
+    day = sorted(folder.glob("*.zip"))[0]
+    started = time.process_time()
+    with day.open("rb") as file:
+        blocks = list(amplitude_blocks(file, max_bytes=8 * 1024**3, max_ratio=200))
+    inflate = time.process_time() - started
+    spec = BlockSpec("bench", 1, ImportLimits(), int(time.time() * 1000))
+    started = time.process_time()
+    blobs = [amplitude_block(b, spec) for b in blocks]
+    work = time.process_time() - started
+    started = time.process_time()
+    events = sum(len(decode_block(blob, 1).events) for blob in blobs)
+    rebuild = time.process_time() - started
+    per = 1e6 / max(events, 1)
+    return {
+        "events": events,
+        "inflate_into_blocks_us": round(inflate * per, 1),
+        "worker_decode_map_validate_profiles_us": round(work * per, 1),
+        "rebuild_events_us": round(rebuild * per, 1),
+    }
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--events", type=int, default=2_000_000)
+    parser.add_argument("--workers", type=int, default=None, help="FOOTFALL_MIGRATE_WORKERS (default: the service's)")
+    parser.add_argument("--block-bytes", type=int, default=None, help="FOOTFALL_MIGRATE_BLOCK_BYTES")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="footfall-bench-") as tmp:
         folder = Path(tmp) / "export"
@@ -121,6 +171,10 @@ def main(argv: list[str] | None = None) -> None:
             "FOOTFALL_LOG_LEVEL": "warning",
             "FOOTFALL_MIGRATE_AMPLITUDE_URL": f"http://127.0.0.1:{port}",
         }
+        if args.workers is not None:
+            env["FOOTFALL_MIGRATE_WORKERS"] = str(args.workers)
+        if args.block_bytes is not None:
+            env["FOOTFALL_MIGRATE_BLOCK_BYTES"] = str(args.block_bytes)
         command = [sys.executable, "-m", "footfall.services.cli", "serve", "--port", str(serve_port)]
         proc = subprocess.Popen(
             [*command, "--data", str(Path(tmp) / "data")],
@@ -136,27 +190,45 @@ def main(argv: list[str] | None = None) -> None:
             last = (FIRST + timedelta(days=days - 1)).date().isoformat()
             body = {"AMPLITUDE_API_KEY": "k", "AMPLITUDE_API_SECRET": "s", "MIXPANEL_TOKEN": token}
             body |= {"START_DATE": FIRST.date().isoformat(), "END_DATE": last}
+            load_before = os.getloadavg()
+            cpu_before = cpu_seconds(proc.pid)
             started = time.perf_counter()
             job = httpx.post(f"{base}/migrate/amplitude", json=body, timeout=30).json()["results"]
             while job["state"] in ("queued", "running"):
                 time.sleep(0.5)
                 job = httpx.get(f"{base}/migrate/jobs/{job['id']}", auth=(token, ""), timeout=30).json()["results"]
             seconds = time.perf_counter() - started
+            load_after = os.getloadavg()
+            cpu_serve = cpu_seconds(proc.pid) - cpu_before
+            workers = children(proc.pid)  # alive until serve stops; started by the job
+            cpu_workers = sum(cpu_seconds(w) for w in workers)
             rss = peak_rss_mb(proc.pid)
+            rss_workers = [round(peak_rss_mb(w)) for w in workers]
         finally:
             proc.terminate()
             proc.wait(timeout=30)
             server.should_exit = True
+        steps: dict[str, float] = {}
+        with contextlib.suppress(ImportError):  # an older tree (A/B runs) has no blocks
+            steps = stages(folder)
     imported = job["counts"]["events_imported"]
+    per_event = 1e6 / max(imported, 1)
     write_result(
         "migrate_amplitude",
         {
             "events": args.events,
+            "settings": {"workers": args.workers, "block_bytes": args.block_bytes},  # None: the defaults
             "state": job["state"],
             "events_imported": imported,
             "seconds": round(seconds, 1),
             "events_per_second": round(imported / seconds),
+            "load_average_1m": [round(load_before[0], 1), round(load_after[0], 1)],
+            "cpu_us_per_event_serve": round(cpu_serve * per_event, 1),
+            "cpu_us_per_event_workers": round(cpu_workers * per_event, 1),
+            "workers": len(workers),
             "peak_rss_mb_serve": round(rss),
+            "peak_rss_mb_workers": rss_workers,
+            "stages_us_per_event_one_core": steps,
             "target": {"events_per_second": 30_000, "peak_rss_mb": 500},
         },
     )

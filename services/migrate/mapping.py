@@ -35,6 +35,7 @@ _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}
 _INSERT_ID = re.compile(r"[A-Za-z0-9-]{1,36}")
 _TIME_FIELDS = ("event_time", "client_event_time", "server_received_time", "server_upload_time")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_NAIVE_EPOCH = datetime(1970, 1, 1)  # the epoch of naive (UTC) export times
 
 # Top-level fields renamed onto Footfall's properties.
 _MAPPED = {
@@ -136,9 +137,7 @@ def parse_time(value: Any) -> int | None:
         moment = datetime.fromisoformat(value.strip())
     except ValueError:
         return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    delta = moment - _EPOCH
+    delta = moment - (_NAIVE_EPOCH if moment.tzinfo is None else _EPOCH)  # naive: UTC
     return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
 
 
@@ -191,27 +190,52 @@ def _dict(value: Any) -> dict[str, Any]:
 
 
 def amplitude_event(record: Any, job_id: str) -> AmplitudeEvent:
-    """One export line (decoded JSON) → the event it imports as; raises `Malformed`."""
+    """One export line (decoded JSON) → the event it imports as; raises `Malformed`.
+
+    Properties, in order: the record's own fields (less the consumed ones), then
+    `user_properties`, `groups`, `event_properties` (each overriding the earlier ones), the
+    renamed fields, the country, the address, then the lifted fields and the markers; null
+    values are dropped throughout."""
     if not isinstance(record, dict):
         raise Malformed("malformed")
     event = record.get("event_type")
     if not isinstance(event, str) or not event:
         raise Malformed("malformed")
-    time_ms = None
-    for name in _TIME_FIELDS:
-        time_ms = parse_time(record.get(name))
-        if time_ms is not None:
-            break
+    time_ms = parse_time(record.get("event_time"))
     if time_ms is None:
-        raise Malformed("properties.time")
+        for name in _TIME_FIELDS[1:]:
+            time_ms = parse_time(record.get(name))
+            if time_ms is not None:
+                break
+        else:
+            raise Malformed("properties.time")
     uid, did = _identity(record.get("user_id")), _identity(record.get("device_id"))
-    props: dict[str, Any] = {k: v for k, v in record.items() if k not in _CONSUMED and v is not None}
-    user_props = {k: v for k, v in _dict(record.get("user_properties")).items() if v is not None}
-    props.update(user_props)
-    props.update({k: v for k, v in _dict(record.get("groups")).items() if v is not None})
-    own = {k: v for k, v in _dict(record.get("event_properties")).items() if v is not None}
-    props.update(own)
-    user_keys = frozenset(k for k in user_props if k not in own)
+    props: dict[str, Any] = {k: v for k, v in record.items() if v is not None and k not in _CONSUMED}
+    user = record.get("user_properties")
+    if isinstance(user, dict) and user:
+        for k, v in user.items():
+            if v is not None:
+                props[k] = v
+    else:
+        user = None
+    groups = record.get("groups")
+    if isinstance(groups, dict):
+        for k, v in groups.items():
+            if v is not None:
+                props[k] = v
+    own = record.get("event_properties")
+    if isinstance(own, dict) and own:
+        for k, v in own.items():
+            if v is not None:
+                props[k] = v
+    else:
+        own = None
+    if user is None:
+        user_keys: frozenset[str] = frozenset()
+    elif own is None:
+        user_keys = frozenset(k for k, v in user.items() if v is not None)
+    else:
+        user_keys = frozenset(k for k, v in user.items() if v is not None and own.get(k) is None)
     for source, target in _MAPPED.items():
         value = record.get(source)
         if value is not None and value != "":

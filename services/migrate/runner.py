@@ -1,9 +1,10 @@
 """The job runner: starts, resumes, cancels and runs migration jobs in the background.
 
 A job walks its window chunk by chunk (§14.2, §14.3): for each chunk the source answer is staged
-to a file, read line by line in a worker thread (decompression, mapping and the one validator
-never run on the event loop), published in batches through the ingestion sink (the same
-streams as `/import` and `/engage`), and only then is the chunk committed: the job's row is
+to a file and read back off the event loop (Amplitude: inflated in a thread into line-aligned
+blocks that the mapping worker processes decode, map and validate, `work.py`; Mixpanel: line by
+line in a worker thread), published in batches through the ingestion sink (the same streams as
+`/import` and `/engage`), and only then is the chunk committed: the job's row is
 written with the cursor moved past it. A crash before the commit re-runs the chunk, which
 imports nothing twice (every `$insert_id` is derived from the source record).
 """
@@ -12,8 +13,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import marshal
+import multiprocessing
+import os
 import time
+import zipfile
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
 from typing import IO, Any, Protocol, TypeVar
@@ -28,22 +36,16 @@ from footfall.services.migrate.download import (
     InflationError,
     Retry,
     SourceError,
-    amplitude_lines,
+    amplitude_blocks,
     fetch,
     ndjson_lines,
 )
-from footfall.services.migrate.mapping import (
-    AmplitudeEvent,
-    Malformed,
-    amplitude_event,
-    mixpanel_event,
-    profile_update,
-    truncated,
-)
+from footfall.services.migrate.mapping import Malformed, mixpanel_event
 from footfall.services.migrate.model import ACTIVE, Counts, Job, JobError, new_job
 from footfall.services.migrate.request import MigrationRequest
 from footfall.services.migrate.settings import MIXPANEL_HOSTS, MigrateSettings
 from footfall.services.migrate.store import Cipher, JobStore
+from footfall.services.migrate.work import BlockSpec, amplitude_block, decode_block, validate, watch_parent
 from footfall.shared.errors import FootfallError, NotFoundError, UnavailableError
 from footfall.shared.events import Event
 from footfall.shared.streams import EVENTS, USER_UPDATES, Intake, Stream
@@ -53,9 +55,7 @@ __all__ = ["Publisher", "Runner"]
 log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
-_MARKER_SLACK = 4096  # what mapping may add to a source line: markers, renamed keys, a hashed $insert_id
 _TIMEOUT = httpx.Timeout(60.0, read=300.0)
-_IDENTITY_FIELDS = frozenset({"event", "properties.time", "properties.distinct_id", "properties.$insert_id"})
 
 
 class Publisher(Protocol):
@@ -73,12 +73,13 @@ class _Cancelled(Exception):
 
 @dataclass
 class _Batch:
-    """What the worker thread made of up to `batch_events` source lines."""
+    """What a worker made of a batch (Mixpanel) or a block (Amplitude) of source lines."""
 
     events: list[Event] = field(default_factory=list)
     read: int = 0
     invalid: dict[str, int] = field(default_factory=dict)
-    times: list[int] = field(default_factory=list)
+    first_ms: int | None = None  # the earliest and latest valid event times
+    last_ms: int | None = None
 
     def bad(self, reason: str) -> None:
         self.invalid[reason] = self.invalid.get(reason, 0) + 1
@@ -86,11 +87,9 @@ class _Batch:
 
 @dataclass
 class _Chunk:
-    """A chunk's reading state: its lines and its users' latest profile candidates."""
+    """A Mixpanel chunk's reading state: its lines."""
 
     lines: Iterator[bytes]
-    profiles: dict[str, tuple[int, int, dict[str, Any]]] = field(default_factory=dict)
-    seq: int = 0
 
 
 def _day_hours(day: date) -> tuple[datetime, datetime]:
@@ -126,6 +125,7 @@ class Runner:
         self.cancelling: set[str] = set()
         self.committed: dict[str, Counts] = {}  # per running job: the counts its cursor covers
         self._slots = asyncio.Semaphore(max(1, settings.max_running))
+        self._pool: ProcessPoolExecutor | None = None  # the mapping workers (`settings.workers`), started on first use
         self._submit = asyncio.Lock()
 
     # ------------------------------------------------------------------------------ API
@@ -221,6 +221,9 @@ class Runner:
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            await asyncio.to_thread(pool.shutdown, wait=True, cancel_futures=True)
 
     # ------------------------------------------------------------------------------ running
     def _start(self, job: Job, creds: dict[str, Any]) -> None:
@@ -394,66 +397,96 @@ class Runner:
             await self._commit(job, "amplitude")
 
     async def _amplitude_chunk(self, job: Job, fetched: Fetched, profiles: set[str], start: datetime) -> None:
+        """Inflate the staged answer into line-aligned blocks (bounded, in a thread), map and
+        validate the blocks in the worker processes (a few in flight), publish each block's
+        events in order, then the chunk's profile updates (each user's latest record)."""
         try:
             if fetched.status == 404:
                 return
             if fetched.status != 200 or fetched.file is None:
                 raise SourceError("source_unavailable", f"the source answered {fetched.status}")
             job.counts.bytes_downloaded += fetched.size
-            file = fetched.file
             bound = self.settings
-            lines = amplitude_lines(file, max_bytes=bound.max_inflated_bytes, max_ratio=bound.max_inflation_ratio)
-            chunk = _Chunk(lines)
-            await self._pump(job, chunk, lambda lines: self._amplitude_batch(job, chunk, lines))
-            updates = [u for _, _, u in chunk.profiles.values()]
-            await self._profiles(job, updates, profiles)
+            blocks = amplitude_blocks(
+                fetched.file,
+                max_bytes=bound.max_inflated_bytes,
+                max_ratio=bound.max_inflation_ratio,
+                size=bound.block_bytes,
+            )
+            spec = BlockSpec(job.id, job.project_id, bound.limits, int(time.time() * 1000))
+            latest: dict[str, tuple[int, int, int, bytes]] = {}  # uid -> (time, block, line, update)
+            pending: deque[asyncio.Future[bytes]] = deque()
+            depth = max(1, bound.workers) + 1
+            more, number = True, 0
+            reading: asyncio.Future[bytes | None] | None = None
+            try:
+                while True:
+                    self._check(job)
+                    while more and len(pending) < depth:
+                        reading = asyncio.ensure_future(asyncio.to_thread(next, blocks, None))
+                        block = await self._read(reading)
+                        reading = None
+                        if block is None:
+                            more = False
+                        else:
+                            pending.append(self._map(amplitude_block, block, spec))
+                    if not pending:
+                        break
+                    try:
+                        blob = await pending.popleft()
+                    except BrokenProcessPool:
+                        self._pool = None  # a worker died (killed, out of memory): the next chunk starts a new pool
+                        raise
+                    done = decode_block(blob, job.project_id)
+                    for uid, (t, line, update) in done.profiles.items():
+                        seen = latest.get(uid)
+                        if seen is None or (t, number, line) >= seen[:3]:
+                            latest[uid] = (t, number, line, update)
+                    number += 1
+                    await self._take(job, _Batch(done.events, done.read, done.invalid, done.first_ms, done.last_ms))
+            finally:
+                for future in pending:  # a failed or cancelled chunk: the blocks in flight are dropped
+                    future.cancel()
+                with contextlib.suppress(BaseException):  # the reader must be done before the staged file closes
+                    if reading is not None:
+                        await reading
+                    await asyncio.to_thread(blocks.close)
+            winners = [u for _, _, _, u in latest.values()]
+            del latest
+            size = bound.batch_events
+            for i in range(0, len(winners), size):  # unpacked a batch at a time
+                updates = [marshal.loads(u) for u in winners[i : i + size]]  # noqa: S302 - our workers' output
+                await self._profiles(job, updates, profiles)
         finally:
             fetched.close()
 
-    def _amplitude_batch(self, job: Job, chunk: _Chunk, lines: list[bytes]) -> _Batch:
-        batch = _Batch(read=len(lines))
-        mapped: list[AmplitudeEvent] = []
-        for line in lines:
-            chunk.seq += 1
-            try:
-                record = orjson.loads(line)
-                event = amplitude_event(record, job.id)
-            except orjson.JSONDecodeError:
-                batch.bad("malformed")
-                continue
-            except Malformed as exc:
-                batch.bad(exc.reason)
-                continue
-            mapped.append(event)
-            if event.uid:
-                seen = chunk.profiles.get(event.uid)
-                if seen is None or (event.time_ms, chunk.seq) >= seen[:2]:
-                    update = profile_update(record, event.uid, event.time_ms)
-                    chunk.profiles[event.uid] = (event.time_ms, chunk.seq, update)
-        longest = max(map(len, lines), default=0)
-        events, failures = self._validate(job, [m.item for m in mapped], longest)
-        retry = [f for f in failures if mapped[f.index].user_keys and f.field not in _IDENTITY_FIELDS]
-        failed_again = []
-        if retry:
-            again, failures2 = self._validate(job, [truncated(mapped[f.index]) for f in retry], longest)
-            events += again
-            failed_again = failures2
-        for f in [f for f in failures if f not in retry] + failed_again:
-            batch.bad(f.field or f.reason)
-        batch.events = events
-        batch.times = [e.time_ms for e in events]
-        return batch
+    @staticmethod
+    async def _read(reading: asyncio.Future[bytes | None]) -> bytes | None:
+        try:
+            return await asyncio.shield(reading)
+        except (InflationError, OSError, EOFError, ValueError, zipfile.BadZipFile) as exc:
+            message = f"the source's answer is unreadable: {exc}"[:300]
+            raise SourceError("source_unavailable", message) from exc
+
+    def _map(self, fn: Callable[[bytes, BlockSpec], bytes], block: bytes, spec: BlockSpec) -> asyncio.Future[bytes]:
+        """`fn(block, spec)` in a worker process (`workers` of them, started on first use), or in
+        a thread of this process with `workers = 0`."""
+        if self.settings.workers <= 0:
+            return asyncio.ensure_future(asyncio.to_thread(fn, block, spec))
+        if self._pool is None:
+            context = multiprocessing.get_context("spawn")  # never fork a process that runs chDB's threads
+            self._pool = ProcessPoolExecutor(
+                self.settings.workers, mp_context=context, initializer=watch_parent, initargs=(os.getpid(),)
+            )
+        try:
+            return asyncio.wrap_future(self._pool.submit(fn, block, spec))
+        except BrokenProcessPool:
+            self._pool = None
+            raise
 
     def _validate(self, job: Job, items: list[Any], longest: int) -> tuple[list[Event], list[Any]]:
-        """The one validator, strict. An event is its source line plus a few markers, so when
-        the longest line is far under the event size limit the per-event size check is skipped
-        (the validator does so for small bodies)."""
-        limits = self.settings.limits
-        body_bytes = (
-            longest + _MARKER_SLACK if longest + _MARKER_SLACK < limits.max_event_bytes else limits.max_event_bytes
-        )
-        intake = Intake(job.project_id, True, limits, int(time.time() * 1000), body_bytes)
-        return EVENTS.validate(items, intake)
+        spec = BlockSpec(job.id, job.project_id, self.settings.limits, int(time.time() * 1000))
+        return validate(items, spec, longest)
 
     async def _pump(self, job: Job, chunk: _Chunk, make: Callable[[list[bytes]], _Batch]) -> None:
         """Read the chunk in batches in a worker thread; publish each batch before the next."""
@@ -496,9 +529,9 @@ class Runner:
         for reason, n in batch.invalid.items():
             counts.invalid(reason, n)
             metrics.EVENTS_INVALID.labels(job.source_tool, reason[:40]).inc(n)
-        if batch.times:
-            counts.saw_time(min(batch.times))
-            counts.saw_time(max(batch.times))
+        if batch.first_ms is not None and batch.last_ms is not None:
+            counts.saw_time(batch.first_ms)
+            counts.saw_time(batch.last_ms)
         if job.dry_run:
             counts.events_to_import += len(batch.events)
         elif batch.events:
@@ -622,7 +655,9 @@ class Runner:
         for f in failures:
             batch.bad(f.field or f.reason)
         batch.events = events
-        batch.times = [e.time_ms for e in events]
+        if events:
+            times = [e.time_ms for e in events]
+            batch.first_ms, batch.last_ms = min(times), max(times)
         return batch
 
     async def _mixpanel_profiles(

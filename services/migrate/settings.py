@@ -3,10 +3,12 @@ of `footfall migrate --port`)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from footfall.services.migrate.download import BLOCK_BYTES
 from footfall.shared.config import Env, ImportLimits, KafkaSettings, LogSettings, StoreSettings
 
 AMPLITUDE_US = "https://amplitude.com"
@@ -42,7 +44,10 @@ class MigrateSettings:
     max_inflated_bytes: int = 8 * 1024**3  # per zip member, after gunzip
     max_inflation_ratio: int = 200  # inflated bytes per compressed byte
     requests_per_hour: int = 60  # Mixpanel export requests per job
-    batch_events: int = 2000  # events per publish
+    batch_events: int = 2000  # events per publish (Mixpanel; an Amplitude block publishes at once)
+    # Processes that map and validate Amplitude blocks beside the job's process; 0 = a thread of it.
+    workers: int = field(default_factory=lambda: min(2, os.cpu_count() or 1))
+    block_bytes: int = BLOCK_BYTES  # inflated bytes per block handed to a worker (and published at once)
     key: str = ""  # Fernet key of the stored source credentials; empty: <data>/migrate.key
     work_dir: str = ""  # where downloads are staged; empty: the system's temp folder
     url: str = "http://127.0.0.1:8000"  # the deployment `footfall migrate amplitude|mixpanel|status` talks to
@@ -68,6 +73,8 @@ class MigrateSettings:
             destination_patience=env.number("MIGRATE_DESTINATION_PATIENCE", cls.destination_patience),
             export_lag_hours=env.integer("MIGRATE_EXPORT_LAG_HOURS", cls.export_lag_hours),
             requests_per_hour=env.integer("MIGRATE_REQUESTS_PER_HOUR", cls.requests_per_hour),
+            workers=env.integer("MIGRATE_WORKERS", min(2, os.cpu_count() or 1)),
+            block_bytes=max(64 * 1024, env.integer("MIGRATE_BLOCK_BYTES", BLOCK_BYTES)),
             key=env.text("MIGRATE_KEY"),
             work_dir=env.text("MIGRATE_WORK_DIR"),
             url=env.text("URL", cls.url) or cls.url,

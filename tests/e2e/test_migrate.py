@@ -119,6 +119,20 @@ def expected_profiles() -> dict[str, dict[str, Any]]:
     return reference.expected_profiles([chunks[k] for k in sorted(chunks)])
 
 
+def children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(c) for c in (task / "children").read_text().split()]
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def test_amplitude_then_footfall_as_a_mixpanel_source(tmp_path: Path, source: tuple[str, Faults]) -> None:
     url, faults = source
     env = {"FOOTFALL_MIGRATE_AMPLITUDE_URL": url, "FOOTFALL_MIGRATE_BACKOFF_BASE": "0.05"}
@@ -142,9 +156,14 @@ def test_amplitude_then_footfall_as_a_mixpanel_source(tmp_path: Path, source: tu
                 break
             time.sleep(0.1)
         assert first.proc is not None
+        workers = children(first.proc.pid)  # the mapping workers
         first.proc.kill()
         first.proc.wait()
         first.proc = None
+        gone = time.monotonic() + 10
+        while any(map(alive, workers)) and time.monotonic() < gone:
+            time.sleep(0.2)
+        assert workers and not any(map(alive, workers))  # none outlives serve
         assert job["state"] == "running" and job["counts"]["chunks_done"] < DAYS
         requests_before = len(faults.requests)
         first.start()  # the job resumes by itself

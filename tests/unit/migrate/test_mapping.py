@@ -5,18 +5,13 @@ step 6 (an event over the limits loses the properties copied from `user_properti
 from __future__ import annotations
 
 import hashlib
-from datetime import date
 from typing import Any
 
 import orjson
 
 from footfall.services.migrate.mapping import Malformed, amplitude_event, mixpanel_event, parse_time
-from footfall.services.migrate.model import new_job
-from footfall.services.migrate.runner import Runner, _Chunk
-from footfall.services.migrate.settings import MigrateSettings
-from footfall.services.migrate.store import Cipher, MemoryJobStore
-
-KEY = b"ZmRmZGZkZmRmZGZkZmRmZGZkZmRmZGZkZmRmZGZkZmQ="
+from footfall.services.migrate.work import BlockSpec, map_lines
+from footfall.shared.config import ImportLimits
 
 
 def test_times_are_utc_milliseconds_from_the_first_parsable_field() -> None:
@@ -98,24 +93,12 @@ def test_malformed_lines_and_mixpanel_records() -> None:
 
 
 def test_an_event_over_the_limits_drops_the_copied_user_properties_first() -> None:
-    runner = Runner(MemoryJobStore(), None, None, MigrateSettings(), Cipher(KEY))  # type: ignore[arg-type]
-    job = new_job(
-        source_tool="amplitude",
-        project_id=1,
-        dry_run=True,
-        region="US",
-        source_region="US",
-        region_explicit=False,
-        source_url=None,
-        start=date(2026, 10, 1),
-        end=date(2026, 10, 1),
-        now=__import__("datetime").datetime(2026, 11, 26),
-    )
+    spec = BlockSpec("job", 1, ImportLimits(), 1_800_000_000_000)
     base = {"event_type": "e", "event_time": "2026-10-01 00:00:00", "user_id": "u"}
     wide = {**base, "user_properties": {f"u{i}": i for i in range(300)}, "event_properties": {"own": 1}}
     too_wide = {**base, "event_properties": {f"e{i}": i for i in range(300)}}
     lines = [orjson.dumps(r) for r in (wide, too_wide, base)]
-    batch = runner._amplitude_batch(job, _Chunk(iter(())), lines)
+    batch = map_lines(lines, spec)
     assert batch.read == 3 and len(batch.events) == 2 and sum(batch.invalid.values()) == 1
     truncated = next(e for e in batch.events if "own" in e.properties)
     assert truncated.properties["$migration_truncated"] is True and "u1" not in truncated.properties

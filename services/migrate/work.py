@@ -1,0 +1,156 @@
+"""The CPU-bound half of an Amplitude chunk, run in worker processes: a block of NDJSON lines →
+mapped, validated events and the block's profile candidates, as one compact `marshal` blob.
+
+The job's process stages the download, inflates it (bounded, `download.amplitude_blocks`) and
+cuts it into line-aligned blocks of a few MiB; `amplitude_block` (pure, picklable, top-level)
+does the rest: JSON decoding, the §14.4 mapping, the one validator (`EVENTS.validate`, strict,
+the same call as `/import`), the step-6 retry without the copied user properties, and the
+§14.5 profile candidate per user. What crosses back is plain data (tuples, dicts, strings,
+numbers): `marshal` is the cheapest codec for it, and the job's process only rebuilds `Event`s
+and publishes them. With `workers = 0` the same function runs in a thread of the job's process.
+"""
+
+from __future__ import annotations
+
+import gc
+import marshal
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from footfall.services.migrate.download import MAX_LINE
+from footfall.services.migrate.mapping import AmplitudeEvent, Malformed, amplitude_event, profile_update, truncated
+from footfall.shared.config import ImportLimits
+from footfall.shared.events import Event
+from footfall.shared.streams import EVENTS, Intake
+
+__all__ = ["Block", "BlockSpec", "amplitude_block", "decode_block", "watch_parent"]
+
+_MARKER_SLACK = 4096  # what mapping may add to a source line: markers, renamed keys, a hashed $insert_id
+_IDENTITY_FIELDS = frozenset({"event", "properties.time", "properties.distinct_id", "properties.$insert_id"})
+
+
+@dataclass(frozen=True)
+class BlockSpec:
+    """What a worker needs besides the block (picklable)."""
+
+    job_id: str
+    project_id: int
+    limits: ImportLimits
+    now_ms: int
+
+
+@dataclass
+class Block:
+    """A block's outcome, rebuilt in the job's process."""
+
+    read: int = 0
+    invalid: dict[str, int] = field(default_factory=dict)
+    events: list[Event] = field(default_factory=list)
+    first_ms: int | None = None
+    last_ms: int | None = None
+    # uid -> (time_ms, line number in the block, marshalled `/engage` update): the latest
+    # record of each user in the block (§14.5); the chunk keeps the latest over its blocks.
+    profiles: dict[str, tuple[int, int, bytes]] = field(default_factory=dict)
+
+
+def validate(items: list[Any], spec: BlockSpec, longest: int) -> tuple[list[Event], list[Any]]:
+    """The one validator, strict. An event is its source line plus a few markers, so when the
+    longest line is far under the event size limit the per-event size check is skipped (the
+    validator does so for small bodies)."""
+    limit = spec.limits.max_event_bytes
+    body_bytes = longest + _MARKER_SLACK if longest + _MARKER_SLACK < limit else limit
+    return EVENTS.validate(items, Intake(spec.project_id, True, spec.limits, spec.now_ms, body_bytes))
+
+
+def map_lines(lines: list[bytes], spec: BlockSpec) -> Block:
+    """Source lines → a `Block` (events validated, invalid lines counted by reason)."""
+    out = Block(read=len(lines))
+    invalid = out.invalid
+    mapped: list[AmplitudeEvent] = []
+    latest: dict[str, tuple[int, int, dict[str, Any]]] = {}
+    job_id = spec.job_id
+    for seq, line in enumerate(lines):
+        try:
+            record = orjson.loads(line)
+            event = amplitude_event(record, job_id)
+        except orjson.JSONDecodeError:
+            invalid["malformed"] = invalid.get("malformed", 0) + 1
+            continue
+        except Malformed as exc:
+            invalid[exc.reason] = invalid.get(exc.reason, 0) + 1
+            continue
+        mapped.append(event)
+        uid = event.uid
+        if uid:
+            seen = latest.get(uid)
+            if seen is None or event.time_ms >= seen[0]:  # a later line wins a tie
+                latest[uid] = (event.time_ms, seq, record)
+    longest = max(map(len, lines), default=0)
+    events, failures = validate([m.item for m in mapped], spec, longest)
+    retry = [f for f in failures if mapped[f.index].user_keys and f.field not in _IDENTITY_FIELDS]
+    failed_again: list[Any] = []
+    if retry:
+        again, failed_again = validate([truncated(mapped[f.index]) for f in retry], spec, longest)
+        events += again
+    for f in [f for f in failures if f not in retry] + failed_again:
+        reason = f.field or f.reason
+        invalid[reason] = invalid.get(reason, 0) + 1
+    out.events = events
+    if events:
+        times = [e.time_ms for e in events]
+        out.first_ms, out.last_ms = min(times), max(times)
+    out.profiles = {
+        uid: (t, seq, marshal.dumps(profile_update(record, uid, t))) for uid, (t, seq, record) in latest.items()
+    }
+    return out
+
+
+def watch_parent(parent: int) -> None:
+    """A worker's initializer: exit once the job's process is gone. A worker holds both ends of
+    its queues' pipes, so it would never see them close after a SIGKILL of its parent."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+def split_lines(block: bytes) -> list[bytes]:
+    """The lines of a line-aligned block, as `download.ndjson_lines` reads them: blank lines
+    skipped, an oversized line (`MAX_LINE` bytes or more without its end) one bad line."""
+    lines = []
+    for line in block.split(b"\n"):
+        if len(line) >= MAX_LINE:
+            lines.append(b"\x00")
+        elif line and not line.isspace():
+            lines.append(line)
+    return lines
+
+
+def amplitude_block(block: bytes, spec: BlockSpec) -> bytes:
+    """Worker side: a block of NDJSON lines → the marshalled outcome (`decode_block` reads it)."""
+    out = map_lines(split_lines(block), spec)
+    events = [(e.event, e.time_ms, e.distinct_id, e.insert_id, e.properties, e.ip) for e in out.events]
+    return marshal.dumps((out.read, out.invalid, out.first_ms, out.last_ms, events, out.profiles))
+
+
+def decode_block(blob: bytes, project_id: int) -> Block:
+    """The job's side: the `Block` of a worker's blob. It is plain data without cycles, so the
+    cyclic collector, which the many new containers would otherwise trigger over and over
+    (scanning the whole heap of the process each time it reaches the oldest generation), is
+    paused while it is built."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        read, invalid, first_ms, last_ms, events, profiles = marshal.loads(blob)  # noqa: S302 - our workers' output
+        return Block(read, invalid, [Event(project_id, *e) for e in events], first_ms, last_ms, profiles)
+    finally:
+        if paused:
+            gc.enable()
