@@ -37,7 +37,7 @@ _TIME_FIELDS = ("event_time", "client_event_time", "server_received_time", "serv
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _NAIVE_EPOCH = datetime(1970, 1, 1)  # the epoch of naive (UTC) export times
 
-# Top-level fields renamed onto Footfall's properties.
+# Top-level fields renamed onto Footfall's properties (events' and profiles').
 _MAPPED = {
     "city": "$city",
     "region": "$region",
@@ -270,18 +270,6 @@ def truncated(event: AmplitudeEvent) -> dict[str, Any]:
     return {"event": event.item["event"], "properties": props}
 
 
-_PROFILE_FIELDS = {
-    "city": "$city",
-    "region": "$region",
-    "os_name": "$os",
-    "os_version": "$os_version",
-    "device_brand": "$brand",
-    "device_manufacturer": "$manufacturer",
-    "device_model": "$model",
-    "version_name": "$app_version_string",
-}
-
-
 def profile_update(record: dict[str, Any], uid: str, time_ms: int) -> dict[str, Any]:
     """§14.5: the `/engage` update of the record that is a user's latest in its chunk."""
     values: dict[str, Any] = {}
@@ -289,7 +277,7 @@ def profile_update(record: dict[str, Any], uid: str, time_ms: int) -> dict[str, 
         if v is None or (k.startswith("initial_") and v == "EMPTY"):
             continue
         values[k] = v
-    for source, target in _PROFILE_FIELDS.items():
+    for source, target in _MAPPED.items():  # the same fields as the events'
         value = record.get(source)
         if value is not None and value != "":
             values[target] = value

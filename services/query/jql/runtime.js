@@ -298,20 +298,25 @@
     }
     return out;
   }
+  // One window's items by the JSON text of their group key (with the distinct_id first for
+  // groupByUser): each entry holds the key and its items, in arrival order.
+  function byKey(fns, items, byUser) {
+    var batch = new Map();
+    for (var i = 0; i < items.length; i++) {
+      var ks = keysOf(fns, items[i], byUser ? [items[i].distinct_id] : []);
+      for (var j = 0; j < ks.length; j++) {
+        var text = JSON.stringify(ks[j]), entry = batch.get(text);
+        if (!entry) batch.set(text, (entry = { key: ks[j], items: [] }));
+        entry.items.push(items[i]);
+      }
+    }
+    return batch;
+  }
   function Grouper(keys, red, what) {
     checkReducer(red, what);
     var fns = keyFns(keys, what), groups = new Map();
     this.push = function (items) {
-      var batch = new Map();
-      for (var i = 0; i < items.length; i++) {
-        var ks = keysOf(fns, items[i], []);
-        for (var j = 0; j < ks.length; j++) {
-          var text = JSON.stringify(ks[j]), entry = batch.get(text);
-          if (!entry) batch.set(text, (entry = { key: ks[j], items: [] }));
-          entry.items.push(items[i]);
-        }
-      }
-      batch.forEach(function (entry, text) {
+      byKey(fns, items, false).forEach(function (entry, text) {
         var old = groups.get(text);
         var acc = runReducer(red, old ? [old.acc] : [], entry.items);
         groups.set(text, { key: entry.key, acc: acc });
@@ -328,16 +333,7 @@
     if (typeof red !== "function") fail("groupByUser: the reducer must be a function(state, events)");
     var fns = keyFns(keys, "groupByUser"), groups = new Map();
     this.push = function (items) {
-      var batch = new Map();
-      for (var i = 0; i < items.length; i++) {
-        var ks = keysOf(fns, items[i], [items[i].distinct_id]);
-        for (var j = 0; j < ks.length; j++) {
-          var text = JSON.stringify(ks[j]), entry = batch.get(text);
-          if (!entry) batch.set(text, (entry = { key: ks[j], items: [] }));
-          entry.items.push(items[i]);
-        }
-      }
-      batch.forEach(function (entry, text) {
+      byKey(fns, items, true).forEach(function (entry, text) {
         var old = groups.get(text);
         var state = old ? old.state : undefined;
         // A built-in reducer takes a list of accumulators; a custom one the state itself.
