@@ -457,6 +457,15 @@ def test_bad_scripts_and_limits_answer_400(loaded, name: str) -> None:  # type: 
     assert ok.status_code == 200 and ok.json()[0] > 0
 
 
+def test_an_unknown_format_answers_400_before_the_script_runs(loaded) -> None:  # type: ignore[no-untyped-def]
+    env, dataset, _ = loaded
+    pid = min(dataset.projects)
+    spec = dataset.projects[pid]
+    script = f"function main() {{ return {EV}.reduce(mixpanel.reducer.count()); }}"
+    r = jql(env, pid, script, {"from": spec.from_date, "to": spec.to_date}, format="xml")
+    assert r.status_code == 400 and "format" in r.json()["error"], r.text
+
+
 # -- mixpanel-utils, unchanged, over HTTP ----------------------------------------------------------
 @pytest.fixture
 def http_base(loaded) -> Iterator[str]:  # type: ignore[no-untyped-def]
