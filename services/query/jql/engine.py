@@ -37,7 +37,7 @@ from py_mini_racer import (
 
 from footfall.shared.errors import ParamError
 
-__all__ = ["JqlLimitError", "JqlLimits", "JqlScriptError", "Sandbox"]
+__all__ = ["JqlLimitError", "JqlLimits", "JqlScriptError", "NeedsProperties", "Sandbox"]
 
 _HERE = Path(__file__).parent
 _RUNTIME = (_HERE / "runtime.js").read_text() + "\n//# sourceURL=jql-runtime.js\n"
@@ -67,6 +67,11 @@ class JqlScriptError(ParamError):
 
 class JqlLimitError(ParamError):
     """A limit was exceeded (a 400 naming the limit)."""
+
+
+class NeedsProperties(Exception):
+    """The script reached an event property beyond the projected keys in a run fed without the
+    properties texts: the request must run again with them (a fresh isolate)."""
 
 
 def timeout_error(limits: JqlLimits) -> JqlLimitError:
@@ -165,16 +170,34 @@ class Sandbox:
         self._eval(f"__jql_project({_js_string(json.dumps(list(keys)))})")
 
     def feed_events(self, rows: Sequence[tuple[Any, ...]]) -> int:
-        """Run the streaming steps on a window of events: rows `(head_json, properties, …)`
-        of `source.events_window`, handed over as two strings (no JavaScript literal to
-        parse, no per-event work in Python)."""
+        """Run the streaming steps on a window of events: rows `(head_json, properties)` of
+        `source.events_window`, handed over as two strings (no JavaScript literal to parse, no
+        per-event work in Python), or rows `(head_json,)` alone (fed without properties: the
+        items answer only the projected keys, and a script reaching further raises
+        `NeedsProperties`, even when it catches what the isolate throws)."""
         heads = "[" + ",".join(row[0] for row in rows) + "]"
-        texts = "\0".join(row[1] for row in rows)
+        texts = "\0".join(row[1] for row in rows) if rows and len(rows[0]) > 1 else None
         if self._feed_events is None:
             self._feed_events = cast(JSFunction, self._eval("__jql_feed_events"))
         fn = self._feed_events
-        result = self._guard(lambda left: fn(heads, texts, timeout_sec=left))
+        result = self._watching(lambda left: fn(heads, texts, timeout_sec=left))
         return int(result) if isinstance(result, int | float) else 0
+
+    def _watching(self, call: Callable[[float], object]) -> object:
+        """`_guard(call)`, raising `NeedsProperties` when the call reached a property that
+        was not fed (the runtime's flag: a script may catch the exception thrown there)."""
+        try:
+            result = self._guard(call)
+        except JqlScriptError:
+            if self._missed():
+                raise NeedsProperties from None
+            raise
+        if self._missed():
+            raise NeedsProperties
+        return result
+
+    def _missed(self) -> bool:
+        return self._guard(lambda left: self._ctx.eval("__jql_missed()", timeout_sec=left)) is True
 
     def grouped(self, groups_json: str) -> None:
         """Give the groups of a first `groupBy` counted by the warehouse (`[{key, value}]`)."""
@@ -182,7 +205,7 @@ class Sandbox:
 
     def finish(self) -> str:
         """The final collection as JSON text, within the output limit."""
-        text = str(self._eval("__jql_finish()"))
+        text = str(self._watching(lambda left: self._ctx.eval("__jql_finish()", timeout_sec=left)))
         if len(text.encode()) > self.limits.max_output_bytes:
             raise JqlLimitError(
                 f"Output limit exceeded: the result is larger than {self.limits.max_output_bytes} bytes"

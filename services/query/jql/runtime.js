@@ -533,7 +533,7 @@
     // a grouping step; groupBy and reduce promise no order to their reducers (§5.4).
     var first = barrier < ops.length ? ops[barrier].kind : null;
     var ordered = !(first === "groupBy" || first === "reduce");
-    return JSON.stringify({ source: c.__jql_source, grouped: pushed, ordered: ordered });
+    return JSON.stringify({ source: c.__jql_source, grouped: pushed, ordered: ordered, grouping: first !== null });
   };
   // A first step the host may compute in SQL (issue 13: "recognised simple pipelines"):
   // `groupBy([paths], r)`, `groupByUser([paths], count())` and `reduce(r)` on Events, and
@@ -585,8 +585,17 @@
     this.values = values;
     this.full = null;
   }
+  // Fed without the texts (the host's first try, see engine.NeedsProperties): reaching
+  // beyond the projected keys sets the flag the host reads after each call, and throws.
+  // The flag lives in this closure and its reader cannot be replaced by the script.
+  var missed = false;
+  Object.defineProperty(global, "__jql_missed", { value: function () { return missed; }, writable: false, configurable: false });
   function fullOf(t) {
     if (t.full === null) {
+      if (t.raw === null) {
+        missed = true;
+        fail("internal: this run was fed without event properties");
+      }
       var full = JSON.parse(t.raw);
       if (full === null || typeof full !== "object" || Array.isArray(full)) full = {};
       for (var k in t.values) if (hasOwn.call(t.values, k)) full[k] = t.values[k];
@@ -628,11 +637,11 @@
     return keys.length;
   };
   global.__jql_feed_events = function (heads, props) {
-    var hs = JSON.parse(heads), texts = props.split("\u0000"), items = new Array(hs.length);
-    if (texts.length !== hs.length) fail("internal: " + hs.length + " events but " + texts.length + " property texts");
+    var hs = JSON.parse(heads), texts = props === null ? null : props.split("\u0000"), items = new Array(hs.length);
+    if (texts !== null && texts.length !== hs.length) fail("internal: " + hs.length + " events but " + texts.length + " property texts");
     for (var i = 0; i < hs.length; i++) {
       var h = hs[i];
-      items[i] = { name: h[0], distinct_id: h[1], time: h[2], sampling_factor: 1, properties: lazyProperties(texts[i], h[3]) };
+      items[i] = { name: h[0], distinct_id: h[1], time: h[2], sampling_factor: 1, properties: lazyProperties(texts === null ? null : texts[i], h[3]) };
     }
     return feedItems(items);
   };

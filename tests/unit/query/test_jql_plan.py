@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from footfall.services.query.jql.csv_answer import answer_csv
-from footfall.services.query.jql.engine import JqlLimits, Sandbox
-from footfall.services.query.jql.source import MAX_PROJECTED, projected_keys
+from footfall.services.query.jql.engine import JqlLimits, NeedsProperties, Sandbox
+from footfall.services.query.jql.source import MAX_PROJECTED, projected_keys, projection_suffices
 
 EV = "Events({from_date: '2024-01-01', to_date: '2024-01-02'})"
 PUSHED: dict[str, dict[str, Any] | None] = {
@@ -80,6 +80,12 @@ def test_projected_keys_are_the_spelt_out_property_names() -> None:
     assert projected_keys(script) == ("plan", "a b", "c", "d", "$city", "x", "zz")
     many = " ".join(f"e.properties.k{i}" for i in range(MAX_PROJECTED + 5))
     assert projected_keys(many) == tuple(f"k{i}" for i in range(MAX_PROJECTED))
+    # Only a script whose every `properties` is one of those reads tries the projection alone.
+    assert projection_suffices("e.properties.plan === 'a' && e.properties['x'] && groupBy(['properties.y'])")
+    assert projection_suffices("e => e.name")
+    assert not projection_suffices("e.properties.plan && Object.keys(e.properties)")
+    assert not projection_suffices("e.properties[k]")
+    assert not projection_suffices(many)
 
 
 def _window(events: list[dict[str, Any]], keys: list[str]) -> list[tuple[str, str]]:
@@ -153,3 +159,35 @@ def test_csv_of_an_answer() -> None:
         ["'=cmd", "", "1.5", "true", "[]"],
         ["", "", "7", "", ""],
     ]
+
+
+def test_a_run_fed_without_property_texts_asks_for_them() -> None:
+    """Fed heads only, a script reading projected keys runs as usual; one reaching further asks
+    for the texts (`NeedsProperties`), also when it catches what the runtime throws there."""
+    events = [
+        {"name": "a", "distinct_id": "u", "time": i, "sampling_factor": 1, "properties": {"plan": "pro", "x": i}}
+        for i in range(5)
+    ]
+    heads = [(head,) for head, _ in _window(events, ["plan"])]
+    source = "Events({from_date: '2024-01-01', to_date: '2024-01-01'})"
+    scripts = {
+        "projected": f"function main() {{ return {source}.filter(e => e.properties.plan === 'pro')"
+        ".reduce(mixpanel.reducer.count()); }",
+        "further": f"function main() {{ return {source}.map(e => e.properties.x); }}",
+        "caught": f"function main() {{ return {source}.map(function (e) {{"
+        " try { return Object.keys(e['prop' + 'erties']); } catch (x) { return 0; } }); }",
+    }
+    for name, script in scripts.items():
+        box = _sandbox()
+        try:
+            box.load(script, "{}")
+            box.plan()
+            box.project(("plan",))
+            if name == "projected":
+                box.feed_events(heads)
+                assert json.loads(box.finish()) == [5]
+            else:
+                with pytest.raises(NeedsProperties):
+                    box.feed_events(heads)
+        finally:
+            box.close()
