@@ -6,7 +6,7 @@ node (semantics.md §3.3; see `infer_kinds`). Raises `ExprError` for anything th
 no meaning: unknown functions, wrong arity, `user[...]`/`behaviors[...]` where no
 profile is joined, `and`/`or` operands that can never be boolean.
 
-Two contexts say what the accessors read:
+Three contexts say what the accessors read:
 
 * `events` (the default): `properties["x"]` / `event["x"]` read the event; `time`,
   `distinct_id` and `$insert_id` are its columns; `user[...]` and `behaviors[...]` are a 400.
@@ -15,6 +15,8 @@ Two contexts say what the accessors read:
   property "time", not an event time); `behaviors["name"]` is the profile's count for a
   behaviour the request defines (`behaviors=`), a number (`Count`); an undefined name and
   the event-only accessor `event[...]` are a 400. Every other rule is the event one.
+* `join` (JQL join selectors): the event context, plus `user["x"]`, the event's user
+  profile property (`UserProp`, compiled over the profile text the query joins).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from footfall.shared.expr.typed import (
     S,
     TNode,
     U,
+    UserProp,
     Z,
 )
 
@@ -61,7 +64,7 @@ __all__ = [
     "parse_iso",
 ]
 
-Context = Literal["events", "profiles"]
+Context = Literal["events", "profiles", "join"]
 
 # name -> (op, arity)
 FUNCTIONS: dict[str, tuple[Op, int]] = {
@@ -111,9 +114,10 @@ MILLIS_FROM = 1e10  # datetime(n): n >= 1e10 is milliseconds (decisions.md, `tim
 
 
 def check_expr(tree: ast.Node, *, context: Context = "events", behaviors: Collection[str] = ()) -> TNode:
-    """Resolve and type `tree`. `context` is what it reads: an event (`events`) or a profile
-    (`profiles`, where `behaviors` names the behaviour counts `behaviors["..."]` may read)."""
-    if context not in ("events", "profiles"):
+    """Resolve and type `tree`. `context` is what it reads: an event (`events`), a profile
+    (`profiles`, where `behaviors` names the behaviour counts `behaviors["..."]` may read),
+    or an event beside its user's profile (`join`)."""
+    if context not in ("events", "profiles", "join"):
         raise ValueError(f"unknown expression context {context!r}")
     if behaviors and context != "profiles":
         raise ValueError("behaviour counts exist in the profile context only")
@@ -270,6 +274,8 @@ class _Checker:
     def accessor(self, source: str, name: str, span: ast.Span) -> TNode:
         if self.context == "profiles":
             return self.profile_accessor(source, name, span)
+        if source == "user" and self.context == "join":
+            return UserProp(name, span)
         if source in ("user", "behaviors"):
             raise ExprTypeError(
                 f"{source}[...] is not available in an event expression (use properties[...])", span.start

@@ -27,7 +27,7 @@ from footfall.shared.expr import ast
 from footfall.shared.expr.check import check_expr
 from footfall.shared.expr.errors import ExprLimitError
 from footfall.shared.expr.lower import Lowerer
-from footfall.shared.expr.typed import Apply, Column, Const, Count, Kind, ListOf, Prop, TNode
+from footfall.shared.expr.typed import Apply, Column, Const, Count, Kind, ListOf, Prop, TNode, UserProp
 from footfall.shared.expr.values import (
     NULL_STRING,
     Cond,
@@ -59,15 +59,20 @@ class OnSql:
 
 
 def _checked(tree: ast.Node | TNode) -> TNode:
-    if isinstance(tree, Const | Prop | Column | Count | ListOf | Apply):
+    if isinstance(tree, Const | Prop | UserProp | Column | Count | ListOf | Apply):
         return tree
     return check_expr(tree)
 
 
 def _compile(
-    tree: ast.Node | TNode, params: Params, build: str, properties_of: Table, counts: Mapping[str, Sql] | None
+    tree: ast.Node | TNode,
+    params: Params,
+    build: str,
+    properties_of: Table,
+    counts: Mapping[str, Sql] | None,
+    user_properties: Sql | None = None,
 ) -> tuple[Sql, bool]:
-    lowerer = Lowerer(params, properties_of=properties_of, counts=counts)
+    lowerer = Lowerer(params, properties_of=properties_of, counts=counts, user_properties=user_properties)
     try:
         value = lowerer.lower(_checked(tree))
         binds: list[tuple[Sql, Sql]] = []
@@ -140,9 +145,12 @@ def compile_where(
     *,
     properties_of: Table = EVENTS,
     counts: Mapping[str, Sql] | None = None,
+    user_properties: Sql | None = None,
 ) -> Sql:
-    """UInt8 SQL that is 1 exactly when the expression evaluates to boolean true."""
-    return _compile(tree, params, "where", properties_of, counts)[0]
+    """UInt8 SQL that is 1 exactly when the expression evaluates to boolean true.
+    `user_properties`: the profile's `properties` text that `user[...]` reads (the join
+    context, `check_expr(..., context="join")`)."""
+    return _compile(tree, params, "where", properties_of, counts, user_properties)[0]
 
 
 def compile_on(

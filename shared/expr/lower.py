@@ -40,6 +40,7 @@ from footfall.shared.expr.typed import (
     S,
     TNode,
     U,
+    UserProp,
     Z,
 )
 from footfall.shared.expr.values import (
@@ -100,13 +101,23 @@ class Lowerer:
 
     `properties_of` is the table whose `properties` column a `Prop` reads (events, or
     profiles in the profile context); `counts` gives the numeric SQL of each behaviour
-    count a `Count` reads (the profile context: the /engage query provides the column)."""
+    count a `Count` reads (the profile context: the /engage query provides the column);
+    `user_properties` is the joined profile's `properties` text a `UserProp` reads."""
 
     def __init__(
-        self, params: Params, *, properties_of: Table = EVENTS, counts: Mapping[str, Sql] | None = None
+        self,
+        params: Params,
+        *,
+        properties_of: Table = EVENTS,
+        counts: Mapping[str, Sql] | None = None,
+        user_properties: Sql | None = None,
     ) -> None:
         self.params = params
         self.properties_of = properties_of
+        self.user_properties = user_properties
+        # Beside a joined profile, the event's properties are read from the text itself (the
+        # join's event side carries no hot columns).
+        self.event_text = column("properties", properties_of) if user_properties is not None else None
         self.counts = dict(counts or {})
         self._locals = 0
         self._presence_only: frozenset[str] | None = None  # set from the root, the first node lowered
@@ -123,7 +134,11 @@ class Lowerer:
             case Const():
                 return self.const(node)
             case Prop(name):
-                return property_value(name, self.params, self.properties_of)
+                return property_value(name, self.params, self.properties_of, text=self.event_text)
+            case UserProp(name):
+                if self.user_properties is None:
+                    raise AssertionError("user[...] is compiled only where the query joins the profile")
+                return property_value(name, self.params, text=self.user_properties)
             case Column(name, kind):
                 return self.column(name, kind)
             case Count(name):
@@ -168,7 +183,7 @@ class Lowerer:
     def apply(self, op: Op, args: tuple[TNode, ...], kinds: Kinds) -> Val:
         binds: list[tuple[Sql, Sql]] = []
         if op is Op.DEFINED and isinstance(args[0], Prop) and args[0].name in (self._presence_only or ()):
-            return Val(kinds, b=property_defined(args[0].name, self.params, self.properties_of))
+            return Val(kinds, b=property_defined(args[0].name, self.params, self.properties_of, text=self.event_text))
         if op is Op.IN and isinstance(args[1], ListOf) and args[1].items:
             # `x in [a, b]`: compare keys directly instead of building and re-reading JSON text
             # (element_key gives exactly the keys list_keys would read back from json_text).

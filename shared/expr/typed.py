@@ -119,6 +119,19 @@ class Prop:
 
 
 @dataclass(frozen=True, slots=True)
+class UserProp:
+    """A property of the event's user profile, read beside the event: `user[...]` in a JQL
+    join selector (`check_expr(..., context="join")`)."""
+
+    name: str
+    span: Span
+
+    @property
+    def kinds(self) -> Kinds:
+        return ALL_JSON
+
+
+@dataclass(frozen=True, slots=True)
 class Column:
     """A property that lives in its own column (`time`, `distinct_id`, `$insert_id`)."""
 
@@ -162,4 +175,4 @@ class Apply:
     span: Span
 
 
-TNode = Const | Prop | Column | Count | ListOf | Apply
+TNode = Const | Prop | UserProp | Column | Count | ListOf | Apply

@@ -402,18 +402,21 @@ _PROPERTY_KINDS: Kinds = frozenset(
 )
 
 
-def property_raw(name: str, params: Params, table: Table = EVENTS) -> Sql:
+def property_raw(name: str, params: Params, table: Table = EVENTS, *, text: Sql | None = None) -> Sql:
     """String: the raw JSON text of property `name` ('' when missing or `properties` is not
     an object), as `JSONExtractRaw` gives it. From the property's hot column when it has one
     (`footfall.shared.schema.hot`: the same expression, materialised on insert), else from
-    the `properties` text with the name bound."""
+    the `properties` text with the name bound. `text`: read from that properties text
+    instead (a joined profile's, which has no hot columns)."""
+    if text is not None:
+        return sql("JSONExtractRaw({}, {})", text, params.add(name, "String"))
     hot = hot_column(name, table)
     if hot is not None:
         return hot
     return sql("JSONExtractRaw({}, {})", column("properties", table), params.add(name, "String"))
 
 
-def property_value(name: str, params: Params, table: Table = EVENTS) -> Val:
+def property_value(name: str, params: Params, table: Table = EVENTS, *, text: Sql | None = None) -> Val:
     """The one function that knows how event properties are stored (with `property_defined`
     and `property_raw`); profile properties (`table` = profiles) are stored the same way.
 
@@ -423,7 +426,7 @@ def property_value(name: str, params: Params, table: Table = EVENTS) -> Val:
     once per row however often it appears. A string is read from the raw text without a
     second parse where it can be (`json_string`, `string_equals`).
     """
-    raw = property_raw(name, params, table)
+    raw = property_raw(name, params, table, text=text)
     string = json_string(raw)
     return Val(
         _PROPERTY_KINDS,
@@ -446,14 +449,17 @@ def property_value(name: str, params: Params, table: Table = EVENTS) -> Val:
     )
 
 
-def property_defined(name: str, params: Params, table: Table = EVENTS) -> Sql:
+def property_defined(name: str, params: Params, table: Table = EVENTS, *, text: Sql | None = None) -> Sql:
     """UInt8: the event has property `name` — `defined(...)` without reading the value.
 
     Equal to `property_value(name).k != undefined` (same parser, same key lookup; an
     unparsable `properties` has no property for both) and cheaper, but it is a separate
     parse of `properties`: use it only where the value is not read too. A hot property's
-    column is read instead (a present value's raw text is never empty).
+    column is read instead (a present value's raw text is never empty). `text`: as in
+    `property_raw`.
     """
+    if text is not None:
+        return sql("JSONHas({}, {})", text, params.add(name, "String"))
     hot = hot_column(name, table)
     if hot is not None:
         return sql("notEmpty({})", hot)

@@ -333,6 +333,8 @@ def _kinds(node: tuple) -> frozenset[str]:
     kind = node[0]
     if kind == "behavior":  # profile expressions only: a behaviour count
         return frozenset({"number"})
+    if kind == "user":  # join selectors only: a property of the event's user profile
+        return _JSON_KINDS
     if kind == "lit":
         return frozenset({_type(node[1])})
     if kind == "list":
@@ -659,6 +661,8 @@ def _eval(node: tuple, event: Event) -> object:
         return _field(event, node[1])
     if kind == "behavior":  # profile expressions only (_ProfileRow)
         return event.behaviors.get(node[1], 0)
+    if kind == "user":  # join selectors only (_JoinRow)
+        return event.user_properties.get(node[1], UNDEFINED)
     if kind == "call":
         return _call(node[1], [_eval(n, event) for n in node[2]])
     if kind == "neg":
@@ -859,3 +863,46 @@ def error_position(text: str, *, profile: bool = False) -> int | None:
         index = parser.failed_take if parser.failed_take is not None else parser.open[-1] if parser.open else 0
         return starts[min(index, len(starts) - 1)]
     return None
+
+
+# ------------------------------------------------------------------------------------ join selectors
+# Added for the JQL oracle (tests/oracle/jql.py): a `join(...)` selector reads the event as an event
+# expression does, plus `user["x"]`, the property of the event's user profile (undefined when the user
+# has no live profile). The "user" branches in _kinds/_eval are reached only by trees parse_join builds.
+class _JoinParser(_Parser):
+    def primary(self) -> tuple:
+        kind, v = self.peek()
+        if kind != "name" or v != "user":
+            return super().primary()
+        self.i += 1
+        self.take("op", "[")
+        key = self.take("lit")
+        if not isinstance(key, str):
+            raise ExprError("user[...] needs a string key")
+        self.take("op", "]")
+        return ("user", key)
+
+
+@dataclass(frozen=True)
+class _JoinRow:
+    """An event (what _eval reads of it) beside its user's profile properties."""
+
+    event: Event
+    user_properties: dict
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.event, name)
+
+
+@lru_cache(maxsize=1024)
+def parse_join(text: str) -> tuple:
+    if len(text) > MAX_LENGTH:
+        raise ExprError(f"expression longer than {MAX_LENGTH} characters")
+    node = _JoinParser(text).parse()
+    _kinds(node)
+    return node
+
+
+def join_where_matches(text: str | None, event: Event, user_properties: dict | None) -> bool:
+    """A join selector keeps an event only when the expression is boolean true (empty keeps all)."""
+    return True if not text else _eval(parse_join(text), _JoinRow(event, user_properties or {})) is True

@@ -34,7 +34,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from tests.oracle._common import Event, day_start_ms, prepare
-from tests.oracle.expr import profile_where_matches, where_matches
+from tests.oracle.expr import join_where_matches, profile_where_matches, where_matches
 
 Item = Any
 Accessor = Callable[[Item], Any]
@@ -83,6 +83,33 @@ def people(
             continue
         t = shifted_ms(ms, tz)
         out.append({"distinct_id": pid, "time": t, "last_seen": t, "properties": props})
+    return out
+
+
+def join_events(
+    raw: Iterable[dict],
+    tz: str,
+    from_date: str,
+    to_date: str,
+    selectors: list[dict[str, str]],
+    profiles: dict[str, tuple[dict, int]],
+) -> list[dict[str, Any]]:
+    """The events a `join(...)` sees under its `selectors` (OR-ed; each = event name AND an
+    expression that may read `user["x"]`, the event's live profile property)."""
+    zone = ZoneInfo(tz)
+    start = day_start_ms(date.fromisoformat(from_date), zone)
+    end = day_start_ms(date.fromisoformat(to_date) + timedelta(days=1), zone)
+    out = []
+    for e in prepare(raw):
+        if not start <= e.time_ms < end:
+            continue
+        user = profiles.get(e.distinct_id)
+        props = user[0] if user is not None else None
+        if any(
+            ("event" not in s or s["event"] == e.name) and join_where_matches(s.get("selector"), e, props)
+            for s in selectors
+        ):
+            out.append(_event_item(e, tz))
     return out
 
 

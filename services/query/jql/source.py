@@ -33,7 +33,7 @@ import orjson
 from footfall.services.query.reports._common import Binds, Query, final_events, raw_events
 from footfall.shared.errors import ParamError
 from footfall.shared.expr import ExprError, check_expr, compile_where, parse_expr
-from footfall.shared.expr.typed import TNode
+from footfall.shared.expr.typed import Apply, ListOf, TNode, UserProp
 from footfall.shared.expr.values import property_raw
 from footfall.shared.schema.catalog import PROFILES
 from footfall.shared.sql import Scope, Sql, join, source, sql
@@ -106,7 +106,7 @@ class JoinSource:
 Source = EventsSource | PeopleSource | JoinSource
 
 
-def _expr(text: Any, what: str, context: Literal["events", "profiles"]) -> TNode | None:
+def _expr(text: Any, what: str, context: Literal["events", "profiles", "join"]) -> TNode | None:
     if text is None:
         return None
     if not isinstance(text, str):
@@ -124,14 +124,28 @@ def _date(value: Any, what: str) -> date:
         raise ParamError(f"Error in {what}: invalid date {value!r}") from None
 
 
-def _event_selectors(items: Any, what: str) -> tuple[Selector, ...]:
+def _event_selectors(items: Any, what: str, context: Literal["events", "join"] = "events") -> tuple[Selector, ...]:
     out = []
     for i, item in enumerate(items or []):
         name = item.get("event")
         out.append(
-            Selector(name if isinstance(name, str) else None, _expr(item.get("selector"), f"{what}[{i}]", "events"))
+            Selector(name if isinstance(name, str) else None, _expr(item.get("selector"), f"{what}[{i}]", context))
         )
     return tuple(out)
+
+
+def _reads_user(selectors: Sequence[Selector]) -> bool:
+    """Whether a (join) selector reads the user's profile (`user[...]`)."""
+    stack: list[TNode] = [s.expr for s in selectors if s.expr is not None]
+    while stack:
+        match stack.pop():
+            case UserProp():
+                return True
+            case Apply(_, args):
+                stack.extend(args)
+            case ListOf(items):
+                stack.extend(items)
+    return False
 
 
 def _events(spec: dict[str, Any], join_selectors: Any = None) -> EventsSource:
@@ -145,7 +159,7 @@ def _events(spec: dict[str, Any], join_selectors: Any = None) -> EventsSource:
         from_date,
         to_date,
         _event_selectors(spec.get("event_selectors"), "event_selectors"),
-        _event_selectors(join_selectors, "join selectors"),
+        _event_selectors(join_selectors, "join selectors", "join"),
     )
 
 
@@ -169,9 +183,12 @@ def parse_source(spec: dict[str, Any]) -> Source:
 
 
 # -- SQL -------------------------------------------------------------------------------------------
-def _selector_condition(selectors: Sequence[Selector], b: Binds) -> tuple[list[str] | None, Sql | None]:
+def _selector_condition(
+    selectors: Sequence[Selector], b: Binds, user_properties: Sql | None = None
+) -> tuple[list[str] | None, Sql | None]:
     """The OR of the selectors (event name AND expression) and, when every one names an
-    event, the names (for the key conditions). No selector, or one matching everything: None."""
+    event, the names (for the key conditions). No selector, or one matching everything: None.
+    `user_properties`: the joined profile text that `user[...]` reads."""
     if not selectors:
         return None, None
     terms, names = [], []
@@ -181,7 +198,7 @@ def _selector_condition(selectors: Sequence[Selector], b: Binds) -> tuple[list[s
             parts.append(sql("event = {}", b.add(s.event, "String")))
             names.append(s.event)
         if s.expr is not None:
-            parts.append(compile_where(s.expr, b))
+            parts.append(compile_where(s.expr, b, user_properties=user_properties))
         if not parts:
             return None, None
         terms.append(sql("({})", join(" AND ", parts)))
@@ -203,15 +220,18 @@ def events_page(
     window: tuple[datetime, datetime] | None = None,
 ) -> Query:
     """One page of the events' JQL items, after the keyset position `after` (and within the
-    UTC `window` of the range, when given): rows `(item_json, distinct_id, time, hash)`."""
+    UTC `window` of the range, when given): rows `(item_json, distinct_id, time, hash)`.
+    Join selectors that read `user[...]` are tested beside the event's live user profile
+    (a LEFT JOIN: no profile reads undefined)."""
     b = Binds()
     scope = Scope(project_id, *(window or day_range_utc(src.from_date, src.to_date, tz)))
     names, condition = _selector_condition(src.selectors, b)
-    extra_names, extra = _selector_condition(src.join_selectors, b)
-    if extra is not None:
+    with_user = _reads_user(src.join_selectors)
+    extra_names, extra = _selector_condition(src.join_selectors, b, sql("user_properties") if with_user else None)
+    if extra_names is not None:
+        names = extra_names if names is None else sorted(set(names) & set(extra_names))
+    if extra is not None and not with_user:
         condition = extra if condition is None else sql("({}) AND ({})", condition, extra)
-        if extra_names is not None:
-            names = extra_names if names is None else sorted(set(names) & set(extra_names))
     if after is not None:
         if by_user:
             key = sql(
@@ -227,6 +247,17 @@ def events_page(
         condition = key if condition is None else sql("({}) AND ({})", key, condition)
     keys = sql("distinct_id >= {}", b.add(after[0], "String")) if by_user and after is not None else None
     rows = final_events(scope, names, condition, b, keys=keys)
+    if with_user and extra is not None:
+        users = sql("group_key = ''")
+        people = source(PROFILES, Scope(project_id), b, final=True, keys=users, where=sql("deleted = 0"))
+        rows = sql(
+            "(SELECT event, distinct_id, time, insert_id, dedup_hash, properties FROM {}) AS e"
+            " LEFT JOIN (SELECT profile_id, properties AS user_properties FROM {}) AS u ON e.distinct_id = u.profile_id"
+            " WHERE {}",
+            rows,
+            people,
+            extra,
+        )
     # The item's JSON text (char(123) and char(125) are the braces, which SQL templates reserve).
     item = sql(
         "concat(char(123), '\"name\":', toJSONString(event), ',\"distinct_id\":', toJSONString(distinct_id), "

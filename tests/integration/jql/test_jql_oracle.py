@@ -86,6 +86,11 @@ def _sorted(items: list) -> list:
     return sorted(items, key=lambda x: json.dumps(x, sort_keys=True))
 
 
+# The join selectors of the `join-*-user-selectors` cases, as the oracle reads them.
+USER_SELECTORS = [
+    {"selector": 'user["plan"] == "pro" or (defined(properties["plan"]) and properties["plan"] == user["plan"])'},
+    {"event": "Purchase", "selector": 'not defined(user["age"])'},
+]
 # A case: (script, oracle(events_of, people_of, params) -> expected, params, order_matters)
 Case = tuple[str, Callable[..., Any], dict[str, Any], bool]
 EV = "Events({from_date: params.from, to_date: params.to})"
@@ -257,6 +262,35 @@ def _cases() -> dict[str, Case]:
                 False,
             )
             for kind in ("full", "inner", "left", "right")
+        },
+        # Join selectors read the event and its user's live profile (`user[...]`; no profile:
+        # undefined); users whose events are all left out still appear in full/right joins.
+        **{
+            f"join-{kind}-user-selectors": (
+                f"""function main() {{
+  return join({EV}, People(), {{type: '{kind}', selectors: [
+      {{selector: 'user["plan"] == "pro" or (defined(properties["plan"]) and properties["plan"] == user["plan"])'}},
+      {{event: 'Purchase', selector: 'not defined(user["age"])'}}]}})
+    .map(function (t) {{ return [t.distinct_id, t.event ? t.event.name : null, t.event ? t.event.time : null,
+                                 t.user ? t.user.properties.plan : 'none']; }});
+}}""",
+                lambda c, kind=kind: [
+                    [
+                        t["distinct_id"],
+                        t["event"]["name"] if "event" in t else None,
+                        t["event"]["time"] if "event" in t else None,
+                        t["user"]["properties"]["plan"] if "user" in t else "none",
+                    ]
+                    for t in o.join(
+                        o.join_events(c["raw"], c["tz"], c["from"], c["to"], USER_SELECTORS, c["people"]),
+                        o.people(c["people"], c["tz"]),
+                        kind,
+                    )
+                ],
+                {},
+                False,
+            )
+            for kind in ("full", "left", "inner")
         },
         # Event properties are parsed in the engine only when the script reaches beyond the
         # keys it spells out (`properties.plan`, `properties.tags`): both paths, one answer.

@@ -20,7 +20,7 @@ from footfall.shared.expr import (
 )
 from footfall.shared.expr.errors import ExprTypeError
 from footfall.shared.expr.typed import Apply, Column, Const, Kind, Prop
-from footfall.shared.sql import Params, Sql, render
+from footfall.shared.sql import Params, Sql, render, sql
 from tests.unit.query.strategies import expressions, hole_values, render_literal, shapes
 
 PLACEHOLDER = re.compile(r"\{p\d+:[A-Za-z0-9(), ']+\}")
@@ -373,3 +373,19 @@ def test_too_much_sql_is_a_limit_error() -> None:
     text = " or ".join(f'string(string(properties["k{i}"])) in [properties["a"], properties["b"]]' for i in range(50))
     with pytest.raises(ExprLimitError, match="compiles to more than"):
         compile_on(parse_expr(text), Params())
+
+
+def test_user_reads_the_joined_profile_only_in_the_join_context() -> None:
+    """`user[...]` is a 400 in an event expression; in a JQL join selector it reads the joined
+    profile's text, and the event's properties are read from their text too (no hot column
+    exists beside the join)."""
+    tree = parse_expr('user["plan"] == "pro" and properties["$browser"] == "x"')
+    with pytest.raises(ExprTypeError):
+        check_expr(tree)
+    typed = check_expr(tree, context="join")
+    params = Params()
+    text = render(compile_where(typed, params, user_properties=sql("user_properties")))
+    assert "JSONExtractRaw(user_properties, " in text and "JSONExtractRaw(properties, " in text
+    assert "hp_" not in text
+    with pytest.raises(AssertionError):
+        compile_where(typed, Params())
