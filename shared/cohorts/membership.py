@@ -36,16 +36,15 @@ Decisions (those of the reference, tests/oracle/cohorts.py, unless noted):
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any, LiteralString
 from zoneinfo import ZoneInfo
 
-from footfall.shared.expr import check_expr, compile_where, parse_expr
+from footfall.shared.expr import check_expr, compile_where, parse_expr, reads_properties_text
 from footfall.shared.schema.catalog import EVENTS, KNOWN_IDS, PROFILES
-from footfall.shared.sql import Params, Scope, Sql, join, number, render, source, sql
+from footfall.shared.sql import Params, Scope, Sql, join, number, source, sql
 from footfall.shared.timerange import local_midnight_utc
 
 __all__ = [
@@ -80,7 +79,6 @@ _ZERO_HOLDS: dict[str, Callable[[int], bool]] = {
     "<=": lambda n: n >= 0,
 }
 _CASTS = {"number": "number", "boolean": "boolean", "datetime": "datetime"}
-_PROPERTIES = re.compile(r"\bproperties\b")  # the JSON text column (hot columns are hp_…)
 
 
 # Evaluation of compiled expressions (footfall.shared.expr, whose values never raise, so both
@@ -390,8 +388,8 @@ def _reads_properties(b: _Behaviour) -> bool:
     for _, selector in b.selectors:
         if selector is not None:
             text = selector if isinstance(selector, str) else _event_tree_text(selector)
-            if _PROPERTIES.search(render(compile_where(check_expr(parse_expr(text)), Params()))):
-                return True  # property names are bound, never in the text: this is the column
+            if reads_properties_text(check_expr(parse_expr(text))):
+                return True
     return False
 
 

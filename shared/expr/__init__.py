@@ -49,7 +49,7 @@ above applies unchanged.
 """
 
 from footfall.shared.expr.check import check_expr
-from footfall.shared.expr.compile import OnSql, compile_number, compile_on, compile_where
+from footfall.shared.expr.compile import OnSql, compile_number, compile_on, compile_where, reads_properties_text
 from footfall.shared.expr.errors import ExprError, ExprLimitError, ExprSyntaxError, ExprTypeError
 from footfall.shared.expr.parser import parse_expr
 
@@ -64,4 +64,5 @@ __all__ = [
     "compile_on",
     "compile_where",
     "parse_expr",
+    "reads_properties_text",
 ]

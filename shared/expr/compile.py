@@ -42,8 +42,9 @@ from footfall.shared.expr.values import (
 )
 from footfall.shared.schema.catalog import EVENTS, Table
 from footfall.shared.sql import Params, Sql, SqlSizeError, sql
+from footfall.shared.sql.ident import hot_column
 
-__all__ = ["MAX_COMPILED_SQL", "OnSql", "compile_number", "compile_on", "compile_where"]
+__all__ = ["MAX_COMPILED_SQL", "OnSql", "compile_number", "compile_on", "compile_where", "reads_properties_text"]
 
 # ClickHouse refuses queries over 256 KiB (max_query_size); a where and an on must fit.
 MAX_COMPILED_SQL = 100_000
@@ -174,3 +175,20 @@ def compile_number(
 ) -> Sql:
     """Nullable(Float64): the numeric value, NULL when the value is not a number."""
     return _compile(tree, params, "number", properties_of, counts)[0]
+
+
+def reads_properties_text(tree: TNode, properties_of: Table = EVENTS) -> bool:
+    """Whether the compiled expression parses the `properties` JSON text per row: it reads a
+    property of `properties_of` that has no hot column (`footfall.shared.schema.hot`). The
+    cost that dominates a scan, so callers plan around it."""
+    stack: list[TNode] = [tree]
+    while stack:
+        match stack.pop():
+            case Prop(name):
+                if hot_column(name, properties_of) is None:
+                    return True
+            case Apply(_, args):
+                stack.extend(args)
+            case ListOf(items):
+                stack.extend(items)
+    return False

@@ -50,6 +50,7 @@ def test_public_api_is_pinned() -> None:
             "compile_on",
             "compile_where",
             "parse_expr",
+            "reads_properties_text",
         ]
     )
 
@@ -389,3 +390,21 @@ def test_user_reads_the_joined_profile_only_in_the_join_context() -> None:
     assert "hp_" not in text
     with pytest.raises(AssertionError):
         compile_where(typed, Params())
+
+
+def test_reads_properties_text_names_the_json_parse() -> None:
+    """A property without a hot column parses the `properties` text; the columns (`time`,
+    `distinct_id`) and hot properties (here `$browser`) do not."""
+    from footfall.shared.expr import reads_properties_text
+    from footfall.shared.schema import hot
+
+    def reads(text: str) -> bool:
+        return reads_properties_text(check_expr(parse_expr(text)))
+
+    with hot.using(["$browser"]):
+        assert reads('properties["plan"] == "pro"')
+        assert reads('defined(properties["plan"])')
+        assert reads('properties["time"] > datetime("2024-01-01") and number(properties["price"]) > 1')
+        assert not reads('properties["$browser"] == "Chrome" and properties["distinct_id"] == "u"')
+        assert not reads('properties["time"] > datetime("2024-01-01")')
+    assert reads('properties["$browser"] == "Chrome"')  # not hot outside
