@@ -55,6 +55,7 @@ __all__ = [
     "present",
     "property_defined",
     "property_raw",
+    "property_string",
     "property_value",
     "s_as",
     "scalar_key",
@@ -414,6 +415,14 @@ def property_raw(name: str, params: Params, table: Table = EVENTS, *, text: Sql 
     if hot is not None:
         return hot
     return sql("JSONExtractRaw({}, {})", column("properties", table), params.add(name, "String"))
+
+
+def property_string(name: str, params: Params, table: Table = EVENTS) -> Sql:
+    """String: the property's value when it is a JSON string, else '' (what
+    `JSONExtractString(properties, name)` gives), read through `property_raw` (so from the
+    property's hot column when it has one)."""
+    raw = property_raw(name, params, table)
+    return sql("if(ascii({}) = 34, {}, '')", raw, json_string(raw))
 
 
 def property_value(name: str, params: Params, table: Table = EVENTS, *, text: Sql | None = None) -> Val:

@@ -28,6 +28,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from footfall.shared.expr import check_expr, compile_where, parse_expr
+from footfall.shared.expr.values import property_string
 from footfall.shared.schema.catalog import EVENTS
 from footfall.shared.sql import Params, Scope, Sql, join, number, render, source, sql
 from footfall.shared.warehouse.client import Warehouse
@@ -62,7 +63,8 @@ class VariantSums:
 
 
 def _prop(name: str, binds: Params) -> Sql:
-    return sql("JSONExtractString(properties, {})", binds.add(name, "String"))
+    """A string property of the event (a hot column when it has one)."""
+    return property_string(name, binds)
 
 
 def build(a: Analysis) -> tuple[str, dict[str, Any]]:

@@ -17,8 +17,10 @@ from typing import Any
 import pytest
 
 from footfall.services.app.experiments import WarehouseExperimentStore, experiment_routes, warehouse_results
+from footfall.services.app.experiments.results import Analysis, build
 from footfall.shared.auth import Authenticator
 from footfall.shared.metadata import MetadataRepository
+from footfall.shared.schema import hot
 from footfall.shared.warehouse import ClickHouseWarehouse
 from tests.integration.query.report_env import SA_SECRET, SA_USER, ReportEnv, build_env, import_events
 from tests.oracle._common import prepare
@@ -121,7 +123,17 @@ def _compare(got: dict[str, Any], want: tuple[dict[str, Any], list[dict[str, Any
             assert have["exposures"] == cell["exposures"] and have["significant"] == cell["significant"]
 
 
-def test_results_match_the_oracle(clean_warehouse: ClickHouseWarehouse) -> None:
+@pytest.mark.parametrize("hot_names", [(), ("Experiment name", "Variant name")], ids=["json", "hot-columns"])
+def test_results_match_the_oracle(clean_warehouse: ClickHouseWarehouse, hot_names: tuple[str, ...]) -> None:
+    """Against the oracle, with the exposure properties read from the JSON text and from hot
+    property columns (the statement reads them through the compiler's property seam)."""
+    before = hot.in_use()
+    assert hot.ensure(clean_warehouse, hot_names) == hot_names  # before the data: parts store them
+    hot.use(hot_names)
+    if hot_names:  # the statement reads the columns, not the text
+        at = datetime(2025, 1, 1, tzinfo=UTC)
+        text, _ = build(Analysis(1, "$experiment_started", *hot_names, "x", ("a", "b"), (), at, at))
+        assert all(hot.column_name(n) in text for n in hot_names) and "(properties," not in text, text
     env = build_env(clean_warehouse, {1: "UTC"})
     try:
         _add_routes(env, clean_warehouse)
@@ -168,4 +180,5 @@ def test_results_match_the_oracle(clean_warehouse: ClickHouseWarehouse) -> None:
         end2 = int(datetime(2025, 2, 16, tzinfo=UTC).timestamp()) - 1
         _compare(moved.json()["results"], reference(prepare(raw + late), SPEC, start_s, end2))
     finally:
+        hot.use(before)
         env.close()
