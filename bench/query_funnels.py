@@ -39,7 +39,6 @@ import httpx
 
 from bench._common import BOOTSTRAP_ENV, write_result
 from bench.query_segmentation import (
-    DEFAULT_DIR,
     END,
     EVENTS,
     FROM,
@@ -48,8 +47,11 @@ from bench.query_segmentation import (
     TZ,
     _ms,
     _serve,
+    dataset_dir,
     ensure_dataset,
+    size_label,
     unlimited_serve_settings,
+    users_for,
 )
 
 R = f"project_id = 1 AND time >= toDateTime64('{START}', 3, 'UTC') AND time < toDateTime64('{END}', 3, 'UTC')"
@@ -304,13 +306,15 @@ def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=11)
-    parser.add_argument("--data", type=Path, default=DEFAULT_DIR)
+    parser.add_argument("--events", type=int, default=EVENTS, help="dataset size (1M, 10M, 100M side by side)")
+    parser.add_argument("--data", type=Path, default=None, help="dataset folder (default: by size)")
     parser.add_argument("--only", default="", help="run the cases whose name contains this text")
     args = parser.parse_args(argv)
 
     from footfall.services.standalone.main import build_embedded
 
-    ensure_dataset(args.data)
+    args.data = args.data or dataset_dir(args.events)
+    ensure_dataset(args.data, args.events)
     settings = unlimited_serve_settings(args.data)
     embedded = build_embedded(settings)
     warehouse = embedded.warehouse
@@ -360,13 +364,13 @@ def main(argv: list[str] | None = None) -> None:
         stop()
         warehouse.close()
     write_result(
-        "query_funnels",
+        "query_funnels" + size_label(args.events),
         {
             "dataset": {
-                "events": EVENTS,
+                "events": args.events,
                 "days": 30,
                 "event_names": 50,
-                "users": 100_000,
+                "users": users_for(args.events),
                 "time_zone": TZ,
                 "path": str(args.data),
                 "merged": True,

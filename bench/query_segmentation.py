@@ -56,7 +56,7 @@ SELECT
     1,
     toDateTime64('2025-01-01 00:00:00', 3, 'UTC') + toIntervalMillisecond(cityHash64(number, 1) % 2592000000) AS t,
     concat('event_', leftPad(toString(cityHash64(number, 2) % 50), 2, '0')),
-    concat('user-', toString(cityHash64(number, 3) % 100000)),
+    concat('user-', toString(cityHash64(number, 3) % {users:UInt64})),
     lower(hex(cityHash64(number, 4))),
     concat(
         '{"$browser":"', ['Chrome','Firefox','Safari','Edge','Opera'][1 + cityHash64(number, 5) % 5],
@@ -83,8 +83,28 @@ SELECT
     '', '', '',
     sipHash128(number),
     t + toIntervalSecond(5)
-FROM numbers({n:UInt64})
+FROM numbers({offset:UInt64}, {n:UInt64})
 """
+CHUNK = 10_000_000  # events per INSERT … SELECT
+
+
+def users_for(n: int) -> int:
+    """Users of a dataset of `n` events: one per hundred events (10M: 100,000; 100M: 1M)."""
+    return max(1_000, n // 100)
+
+
+def dataset_dir(n: int) -> Path:
+    """Where the dataset of `n` events is cached: DEFAULT_DIR for the 10M one, else beside it
+    with the size in its name (`…-1m`, `…-100m`)."""
+    if n == EVENTS:
+        return DEFAULT_DIR
+    label = f"{n // 1_000_000}m" if n % 1_000_000 == 0 else str(n)
+    return DEFAULT_DIR.with_name(re.sub(r"-10m$", "", DEFAULT_DIR.name) + f"-{label}")
+
+
+def size_label(n: int) -> str:
+    """The results-file suffix of a dataset size ('' for the 10M default, '_100m' …)."""
+    return "" if n == EVENTS else "_" + dataset_dir(n).name.rsplit("-", 1)[-1]
 
 
 def unlimited_serve_settings(data: Path) -> Any:
@@ -118,7 +138,8 @@ def ensure_dataset(path: Path, n: int = EVENTS) -> Path:
     try:
         apply_migrations(warehouse)
         started = time.perf_counter()
-        warehouse.command(GENERATE, {"n": n})
+        for offset in range(0, n, CHUNK):
+            warehouse.command(GENERATE, {"offset": offset, "n": min(CHUNK, n - offset), "users": users_for(n)})
         inserted = time.perf_counter()
         warehouse.command("OPTIMIZE TABLE events FINAL")
         warehouse.command("OPTIMIZE TABLE event_counts_15m FINAL")
@@ -370,14 +391,16 @@ def _wait_for_hot_columns(warehouse: Any) -> float:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=21)
-    parser.add_argument("--data", type=Path, default=DEFAULT_DIR)
+    parser.add_argument("--events", type=int, default=EVENTS, help="dataset size (1M, 10M, 100M side by side)")
+    parser.add_argument("--data", type=Path, default=None, help="dataset folder (default: by size)")
     parser.add_argument("--hot", default=None, help="hot properties (FOOTFALL_HOT_PROPERTIES), A/B against none")
     args = parser.parse_args(argv)
 
     from footfall.services.standalone.main import build_embedded
     from footfall.shared.schema import hot
 
-    ensure_dataset(args.data)
+    args.data = args.data or dataset_dir(args.events)
+    ensure_dataset(args.data, args.events)
     if args.hot is not None:
         os.environ["FOOTFALL_HOT_PROPERTIES"] = args.hot
     settings = unlimited_serve_settings(args.data)
@@ -441,16 +464,16 @@ def main(argv: list[str] | None = None) -> None:
         warehouse.close()
     load = os.getloadavg()
     write_result(
-        "query_segmentation_hot" if hot_names else "query_segmentation",
+        ("query_segmentation_hot" if hot_names else "query_segmentation") + size_label(args.events),
         {
             **(
                 {"hot_properties": list(hot_names), "materialise_wait_s": round(materialised_s, 1)} if hot_names else {}
             ),
             "dataset": {
-                "events": EVENTS,
+                "events": args.events,
                 "days": 30,
                 "event_names": 50,
-                "users": 100_000,
+                "users": users_for(args.events),
                 "properties": 15,
                 "time_zone": TZ,
                 "path": str(args.data),
