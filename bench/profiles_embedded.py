@@ -7,8 +7,12 @@ updates touch 200,000 profiles with `$set`, `$set_once`, `$add`, `$union`, `$app
 minute late (so some profiles are replayed from their log). The client pre-serialises its
 bodies so that what is measured is the server.
 Result: bench/results/profiles_embedded.json: sustained updates/s and per-request latency,
-with the load average beside them, and the server's CPU per update (`process_cpu_seconds_total`
-of its `/metrics` over the measured window; the figure that a shared machine disturbs least).
+with the load average beside them, the server's CPU per update (`process_cpu_seconds_total`
+of its `/metrics` over the measured window; the figure that a shared machine disturbs least)
+and its peak resident memory (`process_resident_memory_bytes`, sampled every half second).
+The store starts empty, so `serve`'s profile state cache (`FOOTFALL_PROFILE_CACHE_SIZE`,
+default 250,000 with chDB) holds every profile and no state is read from the warehouse;
+`--profile-cache 0` measures without it.
 
     .venv/bin/python -m bench profiles_embedded      (or: -m bench.profiles_embedded --seconds 20 --concurrency 4)
 """
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import random
 import statistics
@@ -69,12 +74,27 @@ def make_bodies(count: int, seed: int) -> list[bytes]:
     return bodies
 
 
+def _metric(text: str, name: str) -> float:
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise RuntimeError(f"the server's /metrics has no {name}")
+
+
 def server_cpu_seconds(base: str) -> float:
     """The server process's CPU time so far (user + system), from its `/metrics`."""
-    for line in httpx.get(base + "/metrics", timeout=10.0).text.splitlines():
-        if line.startswith("process_cpu_seconds_total "):
-            return float(line.split()[1])
-    raise RuntimeError("the server's /metrics has no process_cpu_seconds_total")
+    return _metric(httpx.get(base + "/metrics", timeout=10.0).text, "process_cpu_seconds_total")
+
+
+async def sample_rss(client: httpx.AsyncClient, peak: list[float], stop: asyncio.Event) -> None:
+    """The server's resident memory (`process_resident_memory_bytes`), sampled every half
+    second until `stop`: `peak[0]` is the highest seen."""
+    while not stop.is_set():
+        with contextlib.suppress(httpx.HTTPError):
+            r = await client.get("/metrics")
+            peak[0] = max(peak[0], _metric(r.text, "process_resident_memory_bytes"))
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), 0.5)
 
 
 def load_average() -> list[float]:
@@ -88,7 +108,13 @@ async def blast(base: str, bodies: list[bytes], seconds: float, concurrency: int
     deadline = time.perf_counter() + seconds
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     queue = list(reversed(bodies))
-    async with httpx.AsyncClient(base_url=base, timeout=120.0, limits=limits) as client:
+    peak = [0.0]
+    stop = asyncio.Event()
+    async with (
+        httpx.AsyncClient(base_url=base, timeout=120.0, limits=limits) as client,
+        httpx.AsyncClient(base_url=base, timeout=10.0) as watcher,
+    ):
+        sampler = asyncio.create_task(sample_rss(watcher, peak, stop))
 
         async def sender() -> None:
             nonlocal applied, errors
@@ -107,6 +133,8 @@ async def blast(base: str, bodies: list[bytes], seconds: float, concurrency: int
         started = time.perf_counter()
         await asyncio.gather(*(sender() for _ in range(concurrency)))
         elapsed = time.perf_counter() - started
+        stop.set()
+        await sampler
     latencies.sort()
     return {
         "updates_applied": applied,
@@ -117,6 +145,7 @@ async def blast(base: str, bodies: list[bytes], seconds: float, concurrency: int
         "ran_out_of_bodies": not queue,
         "latency_ms_p50": round(statistics.median(latencies) * 1000, 1),
         "latency_ms_p99": round(latencies[int(len(latencies) * 0.99) - 1] * 1000, 1) if latencies else None,
+        "server_peak_rss_mb": round(peak[0] / 2**20),
     }
 
 
@@ -125,9 +154,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--bodies", type=int, default=300, help="distinct 2000-update bodies prepared")
+    parser.add_argument("--profile-cache", type=int, default=None, help="FOOTFALL_PROFILE_CACHE_SIZE of the server")
     args = parser.parse_args(argv)
     bodies = make_bodies(args.bodies + 3, seed=11)
-    with tempfile.TemporaryDirectory(prefix="footfall-bench-") as tmp, serve(Path(tmp)) as base:
+    env = {} if args.profile_cache is None else {"FOOTFALL_PROFILE_CACHE_SIZE": str(args.profile_cache)}
+    with tempfile.TemporaryDirectory(prefix="footfall-bench-") as tmp, serve(Path(tmp), env) as base:
         asyncio.run(blast(base, bodies[:3], 30.0, 1))  # warm-up (its own bodies)
         load_before, cpu_before = load_average(), server_cpu_seconds(base)
         result = asyncio.run(blast(base, bodies[3:], args.seconds, args.concurrency))
@@ -143,6 +174,7 @@ def main(argv: list[str] | None = None) -> None:
             "batch_size": BATCH,
             "profiles": PROFILES,
             "concurrency": args.concurrency,
+            "profile_cache": args.profile_cache,  # None: the server's default
             "target_updates_per_second": TARGET,
             **result,
         },

@@ -60,6 +60,7 @@ from starlette.routing import Route
 from footfall.shared.auth import Authenticator
 from footfall.shared.errors import NotFoundError, ParamError
 from footfall.shared.permissions import Action
+from footfall.shared.profiles.cache import forget_profiles
 from footfall.shared.schema.catalog import (
     DATA_DELETIONS,
     ENGAGE_SESSIONS,
@@ -289,10 +290,13 @@ def erase(warehouse: Warehouse, project_id: int, distinct_ids: tuple[str, ...]) 
     warehouse.command(
         _delete(KNOWN_IDS, scope, binds, sql("distinct_id IN {}", binds.add(ids, "Array(String)"))), binds.values
     )
-    for table in (PROFILES, PROFILE_UPDATES, PROFILE_HEADS, ENGAGE_SESSIONS):
-        binds = Params()
-        user_profiles = sql("group_key = '' AND profile_id IN {}", binds.add(ids, "Array(String)"))
-        warehouse.command(_delete(table, scope, binds, user_profiles), binds.values)
+    try:
+        for table in (PROFILES, PROFILE_UPDATES, PROFILE_HEADS, ENGAGE_SESSIONS):
+            binds = Params()
+            user_profiles = sql("group_key = '' AND profile_id IN {}", binds.add(ids, "Array(String)"))
+            warehouse.command(_delete(table, scope, binds, user_profiles), binds.values)
+    finally:
+        forget_profiles(warehouse)  # the inline profile store's copies of current states (shared.profiles.cache)
     for statement in _APPLY_MASKS:  # physically drop the masked rows now, not at some later merge
         warehouse.command(render(statement))
 

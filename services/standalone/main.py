@@ -40,6 +40,7 @@ from footfall.shared.config import Env, HotSettings
 from footfall.shared.kafka.directory import DirectoryRefresher
 from footfall.shared.lifecycle import Services
 from footfall.shared.metadata import Directory, MetadataRepository, UsageRecorder
+from footfall.shared.profiles.cache import use_state_cache
 from footfall.shared.saved import WarehouseSavedStore
 from footfall.shared.schema import apply_migrations, hot
 from footfall.shared.streams import EVENTS
@@ -84,7 +85,10 @@ def build_embedded(settings: ServeSettings, *, sink: Sink | None = None) -> Embe
         sink = KafkaSink(settings.gateway.kafka)
         background = in_process_workers(settings.worker, warehouse, enricher, authenticator)
     # Events of concurrent requests share one insert (group commit); profile updates are grouped by their store.
-    sink = sink or EmbeddedSink(warehouse, enricher, grouped={EVENTS.name})
+    if sink is None:
+        sink = EmbeddedSink(warehouse, enricher, grouped={EVENTS.name})
+        # The inline profile store is the one writer of this store's profiles: it may keep their states.
+        use_state_cache(warehouse, settings.profile_cache)
     # The import rate limit: in this process, or in Redis beside other gateways of a distributed shape.
     redis_url = settings.worker.redis_url if settings.distributed else ""
     rate = open_rate_limiter(settings.gateway.limits, redis_url, prefix=settings.worker.kafka.topic_prefix)

@@ -12,7 +12,8 @@ from footfall.services.gateway.settings import GatewaySettings
 from footfall.services.migrate.settings import MigrateSettings
 from footfall.services.query.settings import QuerySettings
 from footfall.services.worker.settings import WorkerSettings
-from footfall.shared.config import BootstrapSettings, LogSettings, StoreSettings
+from footfall.shared.config import BootstrapSettings, ConfigError, Env, LogSettings, StoreSettings
+from footfall.shared.profiles.cache import DEFAULT_PROFILES
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,9 @@ class ServeSettings:
     query: QuerySettings = field(default_factory=QuerySettings)
     management: ManagementSettings = field(default_factory=ManagementSettings)
     migrate: MigrateSettings = field(default_factory=MigrateSettings)
+    # FOOTFALL_PROFILE_CACHE_SIZE: current profile states kept by the inline profile store
+    # (`footfall.shared.profiles.cache`); None: DEFAULT_PROFILES with chDB, none with a server.
+    profile_cache_size: int | None = None
 
     @property
     def log(self) -> LogSettings:
@@ -40,6 +44,14 @@ class ServeSettings:
         """Imports go through Kafka to in-process workers (else they are stored inline)."""
         return bool(self.worker.kafka.bootstrap)
 
+    @property
+    def profile_cache(self) -> int:
+        """Profiles the inline store keeps (0: no cache). By default only with chDB, which
+        one process opens, so this process is the one writer of its profiles."""
+        if self.profile_cache_size is not None:
+            return self.profile_cache_size
+        return DEFAULT_PROFILES if self.store.embedded else 0
+
     @classmethod
     def from_env(cls, values: Mapping[str, str] | None = None, *, data_dir: Path | None = None) -> ServeSettings:
         return cls(
@@ -48,4 +60,14 @@ class ServeSettings:
             query=QuerySettings.from_env(values, data_dir=data_dir),
             management=ManagementSettings.from_env(values, data_dir=data_dir),
             migrate=MigrateSettings.from_env(values, data_dir=data_dir),
+            profile_cache_size=_profile_cache_size(Env(values)),
         )
+
+
+def _profile_cache_size(env: Env) -> int | None:
+    if not env.text("PROFILE_CACHE_SIZE"):
+        return None
+    size = env.integer("PROFILE_CACHE_SIZE", 0)
+    if size < 0:
+        raise ConfigError(f"FOOTFALL_PROFILE_CACHE_SIZE must be 0 (no cache) or more, got {size}")
+    return size

@@ -59,7 +59,7 @@ class Entry(NamedTuple):
         return (self.time_ms, self.seq)
 
 
-@dataclass
+@dataclass(slots=True)
 class ProfileState:
     """A profile (`properties` None: none, or deleted), the newest log position ($time, seq) it
     includes and the latest arrival (`seen_seq`) it includes."""
@@ -127,7 +127,7 @@ def _list_at(props: dict[str, Any], name: str) -> list[Any] | None:
 
 
 def _operate(props: dict[str, Any], op: str, value: Any) -> set[str]:
-    """Apply one operation to `props` in place; return the keys it named. Raises `_Clash`."""
+    """Apply one operation to `props` in place; return the keys it named (a new set). Raises `_Clash`."""
     if op == "$unset":
         for name in value:
             props.pop(name, None)
@@ -195,12 +195,11 @@ def _apply_one(props: dict[str, Any] | None, entry: Entry, limits: ImportLimits)
         named = _operate(after, entry.op, entry.value)
     except _Clash:
         return props, "type_clash"
-    changed = set(named)
-    for name, place in entry.geo:
+    for name, place in entry.geo:  # distinct names: adding one does not change the test of another
         if name not in named:
             after[name] = place
-            changed.add(name)
-    if not _within_limits(after, changed, limits):
+            named.add(name)
+    if not _within_limits(after, named, limits):
         return props, "limit"
     if not entry.ignore_time:
         after[LAST_SEEN] = last_seen_text(entry.time_ms)
@@ -212,15 +211,18 @@ def advance(state: ProfileState, entries: Sequence[Entry], *, limits: ImportLimi
     that order — to `state`, in place."""
     verdict = Verdict()
     props = state.properties
+    last_time, last_seq, seen_seq = state.last_time, state.last_seq, state.seen_seq
     for entry in entries:
-        if entry.position <= state.position:
+        time_ms, seq = entry.time_ms, entry.seq
+        if time_ms < last_time or (time_ms == last_time and seq <= last_seq):
             raise ValueError("advance() takes entries newer than the state; replay() the log instead")
         props, refused = _apply_one(props, entry, limits)
         if refused:
-            verdict.refused[entry.seq] = refused
-        state.last_time, state.last_seq = entry.position
-        state.seen_seq = max(state.seen_seq, entry.seq)
-    state.properties = props
+            verdict.refused[seq] = refused
+        last_time, last_seq = time_ms, seq
+        if seq > seen_seq:
+            seen_seq = seq
+    state.properties, state.last_time, state.last_seq, state.seen_seq = props, last_time, last_seq, seen_seq
     return verdict
 
 

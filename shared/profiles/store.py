@@ -9,7 +9,9 @@ committed:
    the wall clock in 1/10,000 ms);
 2. per project and group key, one query reads the current states (`profiles`) and
    the newest logged arrival of each profile (`profile_heads`): a state behind its log (a
-   crash between the log and the state insert) is noticed there;
+   crash between the log and the state insert) is noticed there. With a state cache (the
+   warehouse's `StateCache`, which `serve` gives its store: `footfall.shared.profiles.cache`)
+   only the profiles it does not hold are read, and the states written go into it;
 3. the profiles with an update no newer than their newest applied `$time` (only those can
    be replays: a replay has its original's `$time`), and the profiles behind their log,
    have their whole log read in one query: replays are dropped, the rest inserted into
@@ -37,12 +39,13 @@ import time
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
 from footfall.shared.ingest import Locator, Place, Stored
 from footfall.shared.profiles.apply import Entry, ProfileState, advance, replay
+from footfall.shared.profiles.cache import Cached, StateCache, state_cache
 from footfall.shared.profiles.updates import ProfileUpdate, update_dedup_key
 from footfall.shared.schema.catalog import PROFILE_HEADS, PROFILE_UPDATES, PROFILES
 from footfall.shared.sql import Params, Scope, Sql, render, source, sql
@@ -96,18 +99,18 @@ class _Batch:
     indexes: list[int]  # position of each in the call's batch
     dedups: list[bytes]
     places: list[Place]
+    geos: list[tuple[tuple[str, str], ...]]  # the properties each one's place sets
     values: list[str]
     result: Stored = field(default_factory=Stored)
     done: bool = False
     error: BaseException | None = None
 
 
-@dataclass(slots=True)
-class _Pending:
-    """One update of a commit."""
+class _Pending(NamedTuple):
+    """One update of a commit (a named tuple: one is made per update, in the commit)."""
 
     batch: _Batch
-    index: int  # position in its call's batch
+    at: int  # position in its call's batch
     update: ProfileUpdate
     dedup: bytes
     entry: Entry
@@ -116,22 +119,25 @@ class _Pending:
 
 
 def _prepare(warehouse: Warehouse, locator: Locator, updates: Sequence[ProfileUpdate], now_ms: int) -> _Batch:
-    batch = _Batch(warehouse, locator, now_ms, [], [], [], [], [])
+    batch = _Batch(warehouse, locator, now_ms, [], [], [], [], [], [])
     seen: set[bytes] = set()
-    places: dict[str | None, Place] = {}
+    places: dict[str | None, tuple[Place, tuple[tuple[str, str], ...]]] = {}
+    dumps = orjson.dumps
     for i, u in enumerate(updates):
         dedup = update_dedup_key(u)
         if dedup in seen:
             continue
         seen.add(dedup)
-        place = places.get(u.ip)
-        if place is None:
-            place = places[u.ip] = locator.place(u.ip)
+        found = places.get(u.ip)
+        if found is None:
+            place = locator.place(u.ip)
+            found = places[u.ip] = (place, _geo(place))
         batch.updates.append(u)
         batch.indexes.append(i)
         batch.dedups.append(dedup)
-        batch.places.append(place)
-        batch.values.append(orjson.dumps(u.value).decode())
+        batch.places.append(found[0])
+        batch.geos.append(found[1])
+        batch.values.append(dumps(u.value).decode())
     batch.result.dropped = len(updates) - len(batch.updates)
     return batch
 
@@ -234,18 +240,20 @@ class _ProfileStore:
             column_oriented=True,
         )
 
-    def insert_states(self, states: dict[str, ProfileState], version: int, now_ms: int) -> None:
+    def insert_states(self, states: dict[str, ProfileState], version: int, now_ms: int) -> list[str | None]:
+        """Insert the states; their properties as the rows hold them (None: deleted)."""
         if not states:
-            return
+            return []
         n = len(states)
         values = states.values()
         dumps = orjson.dumps
+        texts = [dumps(s.properties).decode() if s.properties is not None else None for s in values]
         columns = {
             "project_id": [self.scope.project_id] * n,
             "group_key": [self.group_key] * n,
             "profile_id": list(states),
-            "properties": [dumps(s.properties).decode() if s.properties is not None else "{}" for s in values],
-            "deleted": [int(s.properties is None) for s in values],
+            "properties": [t if t is not None else "{}" for t in texts],
+            "deleted": [int(t is None) for t in texts],
             "last_time": [s.last_time for s in values],
             "last_seq": [s.last_seq for s in values],
             "seen_seq": [s.seen_seq for s in values],
@@ -258,15 +266,41 @@ class _ProfileStore:
             [columns[name] for name in PROFILES.column_names],  # type: ignore[misc]
             column_oriented=True,
         )
+        return texts
 
 
 def _store_profiles(
-    warehouse: Warehouse, project_id: int, group_key: str, pending: list[_Pending], now_ms: int
+    warehouse: Warehouse,
+    project_id: int,
+    group_key: str,
+    pending: list[_Pending],
+    now_ms: int,
+    cache: StateCache | None = None,
 ) -> None:
     """Log and apply the updates (in arrival order) of one project's profiles of one group key;
-    record in each update's batch result whether it was stored or refused."""
+    record in each update's batch result whether it was stored or refused. With a `cache`,
+    the states it holds are not read, and the states written go into it."""
     store = _ProfileStore(warehouse, project_id, group_key)
-    states = store.states(sorted({p.update.profile_id for p in pending}))
+    ids = {p.update.profile_id for p in pending}
+    if cache is None:
+        _apply(store, pending, store.states(sorted(ids)), now_ms)
+        return
+    states, missing, epoch = cache.take(project_id, group_key, ids)
+    try:
+        if missing:
+            states.update(store.states(sorted(missing)))
+        written = _apply(store, pending, states, now_ms)
+    except BaseException:
+        cache.drop(project_id, group_key, ids)  # their stored states may be behind their logs now
+        raise
+    cache.put(project_id, group_key, written, epoch)
+
+
+def _apply(
+    store: _ProfileStore, pending: list[_Pending], states: dict[str, ProfileState], now_ms: int
+) -> list[tuple[str, Cached]]:
+    """The commit's steps after the state read (module docstring, 3 to 5); the states written,
+    as a `StateCache` keeps them."""
     # The profiles that may have replays among their updates, and the only ones that can need
     # a replay from their log: an update no newer than the state's newest `$time`, or behind.
     suspects: set[str] = set()
@@ -282,7 +316,7 @@ def _store_profiles(
             if p.dedup in logs.get(p.update.profile_id, ()):
                 p.batch.result.dropped += 1
     if not fresh:
-        return
+        return []
     store.insert_log(fresh)
     for p in fresh:
         p.batch.result.keys.append(p.dedup)
@@ -305,38 +339,54 @@ def _store_profiles(
             continue
         refused.update(advance(state, entries).refused)
         new_states[profile_id] = state
-    store.insert_states(new_states, fresh[-1].entry.seq, now_ms)
-    by_seq = {p.entry.seq: p for p in fresh}
-    for seq, reason in refused.items():
-        found = by_seq.get(seq)
-        if found is not None:
-            found.batch.result.refused[found.index] = reason
+    texts = store.insert_states(new_states, fresh[-1].entry.seq, now_ms)
+    if refused:
+        by_seq = {p.entry.seq: p for p in fresh}
+        for seq, reason in refused.items():
+            found = by_seq.get(seq)
+            if found is not None:
+                found.batch.result.refused[found.at] = reason
+    return [
+        (profile_id, (text, s.last_time, s.last_seq, s.seen_seq))
+        for (profile_id, s), text in zip(new_states.items(), texts, strict=True)
+    ]
 
 
 def _commit(warehouse: Warehouse, batches: list[_Batch]) -> None:
     """Log and apply the batches as one, in their order; fill in each one's `result`."""
-    chosen: list[tuple[_Batch, int]] = []
-    seen: set[bytes] = set()
-    for batch in batches:
+    chosen: list[tuple[_Batch, range | list[int]]] = [(batches[0], range(len(batches[0].dedups)))]
+    seen = set(batches[0].dedups)  # a batch holds no duplicates of its own (`_prepare`)
+    for batch in batches[1:]:
+        kept: list[int] = []
         for k, dedup in enumerate(batch.dedups):
             if dedup in seen:  # a duplicate of an earlier batch's update in this commit
                 batch.result.dropped += 1
                 continue
             seen.add(dedup)
-            chosen.append((batch, k))
-    seq = SEQ.take(len(chosen))
+            kept.append(k)
+        chosen.append((batch, kept))
+    seq = SEQ.take(sum(len(ks) for _, ks in chosen))
     groups: dict[tuple[int, str], list[_Pending]] = defaultdict(list)
-    for batch, k in chosen:
-        u = batch.updates[k]
-        place = batch.places[k]
-        entry = Entry(u.op, u.value, u.time_ms, seq, u.ignore_time, _geo(place))
-        groups[(u.project_id, u.group_key)].append(
-            _Pending(batch, batch.indexes[k], u, batch.dedups[k], entry, place, batch.values[k])
+    for batch, ks in chosen:
+        updates, indexes, dedups, places, geos, values = (
+            batch.updates,
+            batch.indexes,
+            batch.dedups,
+            batch.places,
+            batch.geos,
+            batch.values,
         )
-        seq += 1
+        for k in ks:
+            u = updates[k]
+            entry = Entry(u.op, u.value, u.time_ms, seq, u.ignore_time, geos[k])
+            groups[(u.project_id, u.group_key)].append(
+                _Pending(batch, indexes[k], u, dedups[k], entry, places[k], values[k])
+            )
+            seq += 1
     now_ms = max(b.now_ms for b in batches)
+    cache = state_cache(warehouse)
     for (project_id, group_key), members in groups.items():
-        _store_profiles(warehouse, project_id, group_key, members, now_ms)
+        _store_profiles(warehouse, project_id, group_key, members, now_ms, cache)
 
 
 class _GroupCommit:

@@ -125,9 +125,11 @@ def _group_key(raw: dict[str, Any]) -> str:
 
 
 def _operation(raw: dict[str, Any], allowed: tuple[str, ...]) -> str:
-    present = [name for name in raw if name in _ANY_OPERATION]
-    if len(present) == 1 and present[0] in allowed:  # the usual case, without the full checks below
-        return present[0]
+    present = _ANY_OPERATION.intersection(raw)
+    if len(present) == 1:  # the usual case, without the full checks below
+        (op,) = present
+        if op in allowed:
+            return op
     for other in USER_OPERATIONS:
         if other in raw and other not in allowed:
             raise _Refused(other, f"{other} is not an operation of group profiles", "operation")

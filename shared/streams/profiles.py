@@ -102,11 +102,14 @@ def validate_updates(
     is a failure."""
     updates: list[ProfileUpdate] = []
     failures: list[UpdateFailure] = []
+    last_token, last_named = "", None  # a request's updates usually all carry one token
     for i, raw in enumerate(items):
         project_id = intake.project_id
         token = raw.get("$token") if isinstance(raw, dict) else None
         if isinstance(token, str) and token and intake.project_of_token is not None:
-            named = intake.project_of_token(token)
+            if token != last_token:
+                last_token, last_named = token, intake.project_of_token(token)
+            named = last_named
             if named is None or (project_id and named != project_id):
                 failures.append(UpdateFailure(i, None, "$token", "$token does not name this project", "token"))
                 continue
