@@ -108,7 +108,13 @@ class ClickHouseWarehouse:
         column_oriented: bool = False,
     ) -> None:
         try:
-            self._client.insert(table, data, column_names=list(columns), column_oriented=column_oriented)
+            self._client.insert(
+                table,
+                data,
+                column_names=list(columns),
+                column_type_names=_catalog_types(table, columns),
+                column_oriented=column_oriented,
+            )
         except ClickHouseError as exc:
             raise WarehouseError(str(exc)) from exc
 
@@ -140,6 +146,19 @@ class ClickHouseWarehouse:
             lane.close()
         self._pool.shutdown(wait=True)
         self._client.close()
+
+
+def _catalog_types(table: str, columns: Sequence[str]) -> list[str] | None:
+    """The columns' types as the catalog defines them (which the migrations create), so that
+    an insert needs no `DESCRIBE TABLE` round trip first; None for a table or column the
+    catalog does not know (clickhouse-connect then asks the server)."""
+    # Imported here: the schema package (its migrations) imports this module.
+    from footfall.shared.schema.catalog import TABLES
+
+    known = TABLES.get(table)
+    if known is None or not all(c in known.types for c in columns):
+        return None
+    return [known.types[c] for c in columns]
 
 
 def open_warehouse(dsn: str, *, backup_dir: str = "") -> ClickHouseWarehouse:
