@@ -72,6 +72,7 @@ class Table:
     tenant: bool = True  # one project per row: read only through a scoped source
     time_column: str | None = None  # time-ordered: every read also carries a time range
     ttl: str | None = None  # a TTL expression: rows expire (are deleted on merges) after it
+    settings: str | None = None  # table SETTINGS of the CREATE (new tables only)
 
     def __post_init__(self) -> None:
         names = self.column_names
@@ -94,9 +95,10 @@ class Table:
         columns = ",\n    ".join(c.definition() for c in self.columns)
         partition = f"\nPARTITION BY {self.partition_by}" if self.partition_by else ""
         ttl = f"\nTTL {self.ttl}" if self.ttl else ""
+        settings = f"\nSETTINGS {self.settings}" if self.settings else ""
         return (
             f"CREATE TABLE IF NOT EXISTS {self.name}\n(\n    {columns}\n)\n"
-            f"ENGINE = {self.engine}{partition}\nORDER BY {self.order_by}{ttl}"
+            f"ENGINE = {self.engine}{partition}\nORDER BY {self.order_by}{ttl}{settings}"
         )
 
 
@@ -288,6 +290,10 @@ PROFILE_UPDATES = Table(
     ),
     engine="ReplacingMergeTree(first_arrival)",
     order_by="(project_id, group_key, profile_id, time, dedup_hash)",
+    # The store reads whole logs of a few hundred profiles per commit (its late updates):
+    # granules of 1,024 rows instead of 8,192 read an eighth of the rows around each one
+    # (measured: ~5 % more profile updates/s over 60 s). Tables created before keep 8,192.
+    settings="index_granularity = 1024",
 )
 
 # The newest arrival logged for each profile (fed from `profile_updates` by the materialised
