@@ -39,6 +39,15 @@ CASES: dict[str, tuple[str, str]] = {
         "SELECT event, count() FROM events FINAL WHERE project_id = 1 AND toDate(time, '{tz}') BETWEEN '{a}' AND '{b}'"
         " AND JSONExtractString(properties, 'plan') = 'pro' GROUP BY event ORDER BY event",
     ),
+    # The same filter reaching the property by a computed name: no projection, every event's
+    # properties text is read and parsed in the engine (what any script reaching further costs).
+    "filter-fn-dynamic-groupBy-30d": (
+        f"function main() {{ var k = 'plan'; return Events({{from_date: '{FROM}', to_date: '{TO}'}})"
+        ".filter(function (e) { return e.properties[k] === 'pro'; })"
+        ".groupBy(['name'], mixpanel.reducer.count()); }",
+        "SELECT event, count() FROM events FINAL WHERE project_id = 1 AND toDate(time, '{tz}') BETWEEN '{a}' AND '{b}'"
+        " AND JSONExtractString(properties, 'plan') = 'pro' GROUP BY event ORDER BY event",
+    ),
     "filter-fn-groupBy-1d": (
         f"function main() {{ return Events({{from_date: '{DAY}', to_date: '{DAY}'}})"
         ".filter(function (e) { return e.properties.plan === 'pro'; })"
