@@ -27,7 +27,7 @@ from footfall.shared.expr import ast
 from footfall.shared.expr.check import check_expr
 from footfall.shared.expr.errors import ExprLimitError
 from footfall.shared.expr.lower import Lowerer
-from footfall.shared.expr.typed import Apply, Column, Const, Count, Kind, ListOf, Prop, TNode, UserProp
+from footfall.shared.expr.typed import Apply, Column, Const, Count, Kind, ListOf, Prop, TNode, UserProp, walk
 from footfall.shared.expr.values import (
     NULL_STRING,
     Cond,
@@ -181,14 +181,4 @@ def reads_properties_text(tree: TNode, properties_of: Table = EVENTS) -> bool:
     """Whether the compiled expression parses the `properties` JSON text per row: it reads a
     property of `properties_of` that has no hot column (`footfall.shared.schema.hot`). The
     cost that dominates a scan, so callers plan around it."""
-    stack: list[TNode] = [tree]
-    while stack:
-        match stack.pop():
-            case Prop(name):
-                if hot_column(name, properties_of) is None:
-                    return True
-            case Apply(_, args):
-                stack.extend(args)
-            case ListOf(items):
-                stack.extend(items)
-    return False
+    return any(isinstance(node, Prop) and hot_column(node.name, properties_of) is None for node in walk(tree))

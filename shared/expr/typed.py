@@ -10,6 +10,7 @@ depend on its literals.
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from footfall.shared.expr.ast import Span
@@ -26,6 +27,7 @@ __all__ = [
     "Op",
     "Prop",
     "TNode",
+    "walk",
 ]
 
 
@@ -176,3 +178,15 @@ class Apply:
 
 
 TNode = Const | Prop | UserProp | Column | Count | ListOf | Apply
+
+
+def walk(tree: TNode) -> Iterator[TNode]:
+    """Every node of `tree` (the root, then its operands and list items, depth first)."""
+    stack: list[TNode] = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, Apply):
+            stack.extend(node.args)
+        elif isinstance(node, ListOf):
+            stack.extend(node.items)

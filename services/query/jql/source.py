@@ -33,7 +33,7 @@ import orjson
 from footfall.services.query.reports._common import Binds, Query, final_events, raw_events
 from footfall.shared.errors import ParamError
 from footfall.shared.expr import ExprError, check_expr, compile_where, parse_expr
-from footfall.shared.expr.typed import Apply, ListOf, TNode, UserProp
+from footfall.shared.expr.typed import TNode, UserProp, walk
 from footfall.shared.expr.values import property_raw
 from footfall.shared.schema.catalog import PROFILES
 from footfall.shared.sql import Scope, Sql, join, source, sql
@@ -136,16 +136,7 @@ def _event_selectors(items: Any, what: str, context: Literal["events", "join"] =
 
 def _reads_user(selectors: Sequence[Selector]) -> bool:
     """Whether a (join) selector reads the user's profile (`user[...]`)."""
-    stack: list[TNode] = [s.expr for s in selectors if s.expr is not None]
-    while stack:
-        match stack.pop():
-            case UserProp():
-                return True
-            case Apply(_, args):
-                stack.extend(args)
-            case ListOf(items):
-                stack.extend(items)
-    return False
+    return any(isinstance(node, UserProp) for s in selectors if s.expr is not None for node in walk(s.expr))
 
 
 def _events(spec: dict[str, Any], join_selectors: Any = None) -> EventsSource:
