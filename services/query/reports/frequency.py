@@ -116,24 +116,30 @@ def build(req: FrequencyRequest) -> Query:
     else:
         slot = sql("dateDiff('day', period, {})", local_day)
     where = where_condition(req.where, b)
-    if req.on is not None:
-        segment = sql("arrayJoin(arrayPushFront({}, NULL))", on_keys(compile_on(req.on, b)))
-    else:
-        segment = sql("CAST(NULL, 'Nullable(String)')")
     if where is not None or req.on is not None:
         source = final_events(scope, one_event(req.event), where, b, keys=HAS_USER)
     else:
         source = raw_events(scope, one_event(req.event), b, keys=HAS_USER)
+    if req.on is None:
+        # Without segments, no segment column in the groupings (a constant NULL key costs:
+        # measured 2x the hand-written query on 100M events with it).
+        events = sql("SELECT {} AS period, {} AS slot, distinct_id FROM {}", period, slot, source)
+        users = sql("SELECT period, uniqExact(slot) AS k FROM ({}) GROUP BY period, distinct_id", events)
+        return Query(
+            sql(
+                "SELECT period, CAST(NULL, 'Nullable(String)') AS segment, k, count() AS users, 0 FROM ({})"
+                " GROUP BY period, k",
+                users,
+            ),
+            b,
+        )
+    segment = sql("arrayJoin(arrayPushFront({}, NULL))", on_keys(compile_on(req.on, b)))
     events = sql("SELECT {} AS period, {} AS slot, distinct_id, {} AS segment FROM {}", period, slot, segment, source)
     # per (period, segment) each user once, with their number of distinct slots k
     per_user = sql(
         "SELECT period, segment, distinct_id, uniqExact(slot) AS k FROM ({}) GROUP BY period, segment, distinct_id",
         events,
     )
-    if req.on is None:
-        return Query(
-            sql("SELECT period, segment, k, count() AS users, 0 FROM ({}) GROUP BY period, segment, k", per_user), b
-        )
     # a segment's weight: its distinct users over every period
     grouped = sql(
         "SELECT period, segment, k, count() AS users, any(seg_weight) AS seg_weight FROM ({}) "
