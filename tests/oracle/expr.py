@@ -316,9 +316,14 @@ class _Parser:
 @lru_cache(maxsize=1024)
 def parse(text: str) -> tuple:
     """The syntax tree, after the static checks (length, datetime literals, and/or operand types)."""
+    return _checked(_Parser, text)
+
+
+def _checked(parser: type[_Parser], text: str) -> tuple:
+    """`text` parsed by `parser`, after the static checks every context shares."""
     if len(text) > MAX_LENGTH:
         raise ExprError(f"expression longer than {MAX_LENGTH} characters")
-    node = _Parser(text).parse()
+    node = parser(text).parse()
     _kinds(node)
     return node
 
@@ -748,11 +753,7 @@ class _ProfileRow:
 @lru_cache(maxsize=1024)
 def parse_profile(text: str) -> tuple:
     """The syntax tree of a profile expression, after the same static checks as `parse`."""
-    if len(text) > MAX_LENGTH:
-        raise ExprError(f"expression longer than {MAX_LENGTH} characters")
-    node = _ProfileParser(text).parse()
-    _kinds(node)
-    return node
+    return _checked(_ProfileParser, text)
 
 
 def _behavior_refs(node: object, out: set[str]) -> set[str]:
@@ -896,11 +897,7 @@ class _JoinRow:
 
 @lru_cache(maxsize=1024)
 def parse_join(text: str) -> tuple:
-    if len(text) > MAX_LENGTH:
-        raise ExprError(f"expression longer than {MAX_LENGTH} characters")
-    node = _JoinParser(text).parse()
-    _kinds(node)
-    return node
+    return _checked(_JoinParser, text)
 
 
 def join_where_matches(text: str | None, event: Event, user_properties: dict | None) -> bool:

@@ -114,6 +114,7 @@ class Sandbox:
         self.deadline = (started if started is not None else time.monotonic()) + limits.timeout_seconds
         self._ctx = MiniRacer()
         self._feed_events: JSFunction | None = None
+        self._without_texts = False  # fed events without their properties texts (`feed_events`)
         self._ctx.set_hard_memory_limit(limits.memory_mb * 1024 * 1024)
         self._eval(_RUNTIME)
         self._eval(_UNDERSCORE)
@@ -177,6 +178,7 @@ class Sandbox:
         `NeedsProperties`, even when it catches what the isolate throws)."""
         heads = "[" + ",".join(row[0] for row in rows) + "]"
         texts = "\0".join(row[1] for row in rows) if rows and len(rows[0]) > 1 else None
+        self._without_texts = self._without_texts or texts is None
         if self._feed_events is None:
             self._feed_events = cast(JSFunction, self._eval("__jql_feed_events"))
         fn = self._feed_events
@@ -185,7 +187,10 @@ class Sandbox:
 
     def _watching(self, call: Callable[[float], object]) -> object:
         """`_guard(call)`, raising `NeedsProperties` when the call reached a property that
-        was not fed (the runtime's flag: a script may catch the exception thrown there)."""
+        was not fed (the runtime's flag: a script may catch the exception thrown there).
+        Only an isolate fed without texts can have missed one."""
+        if not self._without_texts:
+            return self._guard(call)
         try:
             result = self._guard(call)
         except JqlScriptError:

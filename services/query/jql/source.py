@@ -349,10 +349,12 @@ def projection_suffices(script: str) -> bool:
     reads (and they are at most `MAX_PROJECTED` names): then the script can likely run on
     the projected values alone, without the stored texts. Still a guess, checked at run
     time (engine.NeedsProperties)."""
-    spans = [m.span() for m in _PROPERTY_NAME.finditer(script)]
-    if len({next(g for g in m.groups() if g is not None) for m in _PROPERTY_NAME.finditer(script)}) > MAX_PROJECTED:
+    matches = list(_PROPERTY_NAME.finditer(script))
+    if len({next(g for g in m.groups() if g is not None) for m in matches}) > MAX_PROJECTED:
         return False
-    return all(any(a <= m.start() < b for a, b in spans) for m in _PROPERTIES_WORD.finditer(script))
+    # Linear in the script (this runs on the event loop): each read holds one `properties`.
+    read = {script.find("properties", m.start(), m.end()) for m in matches}
+    return all(m.start() in read for m in _PROPERTIES_WORD.finditer(script))
 
 
 _PROPERTIES_WORD = re.compile(r"properties")

@@ -485,6 +485,18 @@ BAD: dict[str, tuple[str, int, str]] = {
         "map",
     ),
     "process": ("function main() { return process.env; }", 400, "process is not defined"),
+    # `user[...]` reads the profile in a join selector only; `behaviors[...]` nowhere in JQL.
+    "join-selector-behaviors": (
+        f"function main() {{ return join({EV}, People(), {{selectors: [{{selector: 'behaviors[\"x\"] > 1'}}]}}); }}",
+        400,
+        "Error in join selectors[0]",
+    ),
+    "event-selector-user": (
+        "function main() { return Events({from_date: params.from, to_date: params.to,"
+        " event_selectors: [{selector: 'user[\"plan\"] == 1'}]}); }",
+        400,
+        "Error in event_selectors[0]",
+    ),
     "infinite-loop": ("function main() { while (true) {} }", 400, "FOOTFALL_JQL_TIMEOUT_SECONDS"),
     "loop-in-callback": (
         f"function main() {{ return {EV}.map(function (e) {{ for (;;) {{}} }}); }}",
