@@ -11,6 +11,7 @@ import asyncio
 import gzip
 import io
 import random
+import re
 import tempfile
 import zipfile
 from collections.abc import Awaitable, Callable, Generator, Iterator
@@ -36,6 +37,7 @@ log = structlog.get_logger(__name__)
 
 RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 MAX_LINE = 1024 * 1024 + 1
+_DIGITS = re.compile(r"(\d+)")
 BLOCK_BYTES = 1024 * 1024  # inflated bytes per block handed to a worker (about 2,200 export lines)
 
 
@@ -178,11 +180,18 @@ def _blocks(stream: Any, size: int) -> Iterator[bytes]:
         yield block
 
 
+def _member_order(name: str) -> tuple[tuple[int, int | str], ...]:
+    """Sort key of an export member: its name with the numbers compared as numbers, so that
+    `<app>_<day>_9#0.json.gz` comes before `..._10#0.json.gz` (hours are not zero-padded) and the
+    lines are read in upload order, which decides §14.5's ties ("the later line")."""
+    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in _DIGITS.split(name) if part)
+
+
 def _members(file: IO[bytes], max_bytes: int, max_ratio: int) -> Iterator[Any]:
-    """The inflated streams of every `*.json.gz` / `*.json` member of an export zip, in member
-    order, each refusing to inflate past its bound."""
+    """The inflated streams of every `*.json.gz` / `*.json` member of an export zip, in upload
+    order (`_member_order`), each refusing to inflate past its bound."""
     with zipfile.ZipFile(file) as archive:
-        for info in sorted(archive.infolist(), key=lambda i: i.filename):
+        for info in sorted(archive.infolist(), key=lambda i: _member_order(i.filename)):
             name = info.filename
             if not name.endswith((".json.gz", ".json")):
                 continue

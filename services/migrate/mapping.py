@@ -177,12 +177,22 @@ def amplitude_insert_id(record: dict[str, Any]) -> str:
     return hashlib.sha256("\n".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: built once per exported line, and a frozen init costs more
 class AmplitudeEvent:
     item: dict[str, Any]  # the /import event object
-    user_keys: frozenset[str]  # properties copied from user_properties (dropped first when too large)
     uid: str | None
     time_ms: int
+    user: dict[str, Any] | None = None  # the record's user_properties and event_properties,
+    own: dict[str, Any] | None = None  # read only when the event fails validation (rare)
+
+    @property
+    def user_keys(self) -> frozenset[str]:
+        """Properties copied from user_properties (dropped first when too large): the non-null
+        ones that no non-null event property overrides."""
+        if not self.user:
+            return frozenset()
+        own = self.own or {}
+        return frozenset(k for k, v in self.user.items() if v is not None and own.get(k) is None)
 
 
 def _dict(value: Any) -> dict[str, Any]:
@@ -230,12 +240,6 @@ def amplitude_event(record: Any, job_id: str) -> AmplitudeEvent:
                 props[k] = v
     else:
         own = None
-    if user is None:
-        user_keys: frozenset[str] = frozenset()
-    elif own is None:
-        user_keys = frozenset(k for k, v in user.items() if v is not None)
-    else:
-        user_keys = frozenset(k for k, v in user.items() if v is not None and own.get(k) is None)
     for source, target in _MAPPED.items():
         value = record.get(source)
         if value is not None and value != "":
@@ -260,7 +264,7 @@ def amplitude_event(record: Any, job_id: str) -> AmplitudeEvent:
     props["$import"] = True
     props["$source"] = MARKER_SOURCE
     props["$migration_job_id"] = job_id
-    return AmplitudeEvent({"event": event, "properties": props}, user_keys, uid, time_ms)
+    return AmplitudeEvent({"event": event, "properties": props}, uid, time_ms, user, own)
 
 
 def truncated(event: AmplitudeEvent) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
-from typing import IO, Any, Protocol, TypeVar
+from typing import IO, Any, Protocol, TypeVar, runtime_checkable
 
 import httpx
 import orjson
@@ -45,10 +45,10 @@ from footfall.services.migrate.model import ACTIVE, Counts, Job, JobError, new_j
 from footfall.services.migrate.request import MigrationRequest
 from footfall.services.migrate.settings import MIXPANEL_HOSTS, MigrateSettings
 from footfall.services.migrate.store import Cipher, JobStore
-from footfall.services.migrate.work import BlockSpec, amplitude_block, decode_block, validate, watch_parent
+from footfall.services.migrate.work import Block, BlockSpec, amplitude_block, decode_block, validate, watch_parent
 from footfall.shared.errors import FootfallError, NotFoundError, UnavailableError
 from footfall.shared.events import Event
-from footfall.shared.streams import EVENTS, USER_UPDATES, Intake, Stream
+from footfall.shared.streams import EVENTS, USER_UPDATES, Intake, Rows, Stream
 
 __all__ = ["Publisher", "Runner"]
 
@@ -62,6 +62,14 @@ class Publisher(Protocol):
     """The ingestion sink (`KafkaSink` or the embedded one): returns once items are durable."""
 
     async def publish(self, stream: Stream[T], items: list[T]) -> dict[int, str]: ...
+
+
+@runtime_checkable
+class RowsPublisher(Protocol):
+    """A sink that also stores rows its stream's builder made elsewhere (the embedded one): the
+    mapping workers then build the events' rows, and the job's process only inserts them."""
+
+    async def publish_rows(self, stream: Stream[Any], built: Rows) -> None: ...
 
 
 RunBlocking = Callable[..., Awaitable[Any]]
@@ -80,9 +88,29 @@ class _Batch:
     invalid: dict[str, int] = field(default_factory=dict)
     first_ms: int | None = None  # the earliest and latest valid event times
     last_ms: int | None = None
+    valid: int = 0  # events that passed validation: `events`, or their table rows in `rows`
+    rows: Rows | None = None
 
     def bad(self, reason: str) -> None:
         self.invalid[reason] = self.invalid.get(reason, 0) + 1
+
+    def add(self, other: _Batch | Block) -> None:
+        """Gather another batch's events and counts into this one (in order)."""
+        self.events += other.events
+        self.valid += other.valid
+        if other.rows is not None:
+            if self.rows is None:
+                self.rows = Rows([list(c) for c in other.rows.columns], list(other.rows.keys))
+            else:
+                for column, more in zip(self.rows.columns, other.rows.columns, strict=True):
+                    column.extend(more)
+                self.rows.keys.extend(other.rows.keys)
+        self.read += other.read
+        for reason, n in other.invalid.items():
+            self.invalid[reason] = self.invalid.get(reason, 0) + n
+        if other.first_ms is not None and other.last_ms is not None:
+            self.first_ms = other.first_ms if self.first_ms is None else min(self.first_ms, other.first_ms)
+            self.last_ms = other.last_ms if self.last_ms is None else max(self.last_ms, other.last_ms)
 
 
 @dataclass
@@ -90,6 +118,19 @@ class _Chunk:
     """A Mixpanel chunk's reading state: its lines."""
 
     lines: Iterator[bytes]
+
+
+def _keep_latest(latest: dict[str, tuple[int, bytes]], found: dict[str, tuple[int, bytes]]) -> None:
+    """Keep each user's latest record over a chunk's blocks (§14.5): blocks arrive in line
+    order, so on a tie of times the later block's record wins."""
+    get = latest.get
+    latest.update({uid: v for uid, v in found.items() if (seen := get(uid)) is None or v[0] >= seen[0]})
+
+
+async def _settled(task: asyncio.Task[None] | None) -> None:
+    """Wait for a pending chunk close, raising what it raised."""
+    if task is not None:
+        await task
 
 
 def _day_hours(day: date) -> tuple[datetime, datetime]:
@@ -124,6 +165,8 @@ class Runner:
         self.live: dict[str, Job] = {}  # jobs this process runs, with their in-flight counts
         self.cancelling: set[str] = set()
         self.committed: dict[str, Counts] = {}  # per running job: the counts its cursor covers
+        self.cursor: dict[str, tuple[int, int | None]] = {}  # per running job: its saved cursor
+        self.rows_sink = sink if isinstance(sink, RowsPublisher) else None
         self._slots = asyncio.Semaphore(max(1, settings.max_running))
         self._pool: ProcessPoolExecutor | None = None  # the mapping workers (`settings.workers`), started on first use
         self._submit = asyncio.Lock()
@@ -235,6 +278,7 @@ class Runner:
             self.tasks.pop(job.id, None)
             self.live.pop(job.id, None)
             self.committed.pop(job.id, None)
+            self.cursor.pop(job.id, None)
 
         task.add_done_callback(done)
 
@@ -248,6 +292,7 @@ class Runner:
             await self._save(job)
             committed = replace(job.counts, events_invalid=dict(job.counts.events_invalid))
             self.committed[job.id] = committed
+            self.cursor[job.id] = (job.next_day, job.next_hour)
             profiles: set[str] = set()
             try:
                 async with httpx.AsyncClient(transport=self.transport, timeout=_TIMEOUT) as client:
@@ -277,7 +322,10 @@ class Runner:
 
     async def _finish(self, job: Job, state: str, error: JobError | None) -> None:
         if state != "succeeded":
-            job.counts = self.committed[job.id]  # what the cursor covers; a resume redoes the rest
+            # What the saved cursor covers; a resume redoes the rest (a chunk whose events were
+            # read but whose profiles and commit did not finish included).
+            job.counts = self.committed[job.id]
+            job.next_day, job.next_hour = self.cursor[job.id]
         job.state, job.error, job.finished = state, error, self.clock()
         self.cancelling.discard(job.id)
         # Credentials are erased once the job cannot run again (a success); a failed or cancelled
@@ -293,16 +341,29 @@ class Runner:
             return _hour_text(_day_hours(day)[0] + timedelta(hours=job.next_hour))
         return day.isoformat()
 
-    async def _commit(self, job: Job, source: str) -> None:
-        # The live job (what GET shows) counts the chunk only once its row is saved: a reader
-        # never sees a chunk done that a crash right now would make the resume redo.
-        counts = replace(job.counts, chunks_done=job.counts.chunks_done + 1)
-        counts.events_invalid = dict(job.counts.events_invalid)
-        saved = replace(job, counts=counts)
+    async def _save_cursor(self, job: Job) -> None:
+        """Save the job's cursor between chunks (no chunk read and not committed)."""
+        await self._save(job)
+        self.cursor[job.id] = (job.next_day, job.next_hour)
+
+    @staticmethod
+    def _snapshot(job: Job) -> Job:
+        """The job as it stands now (cursor and counts), to be saved by a later commit."""
+        return replace(job, counts=replace(job.counts, events_invalid=dict(job.counts.events_invalid)))
+
+    async def _commit(self, job: Job, source: str, saved: Job | None = None) -> None:
+        """Save `saved` (a snapshot of the job taken when its chunk was read; default: the job
+        now) with one more chunk done. The live job (what GET shows) counts the chunk only once
+        its row is saved: a reader never sees a chunk done that a crash right now would make the
+        resume redo."""
+        saved = saved or self._snapshot(job)
+        saved.counts.chunks_done += 1
         await self._save(saved)
-        job.updated, job.counts.chunks_done = saved.updated, counts.chunks_done
+        job.updated = saved.updated
+        job.counts.chunks_done += 1
         metrics.CHUNKS_DONE.labels(source).inc()
-        self.committed[job.id] = replace(job.counts, events_invalid=dict(job.counts.events_invalid))
+        self.committed[job.id] = replace(saved.counts, events_invalid=dict(saved.counts.events_invalid))
+        self.cursor[job.id] = (saved.next_day, saved.next_hour)
 
     def _retry(self, job: Job) -> Retry:
         return Retry(self.settings.retries, self.settings.backoff_base, self.settings.backoff_max)
@@ -363,46 +424,79 @@ class Runner:
                     job.source_host = httpx.URL(host).host
                 return fetched
 
-        while job.next_day < job.days:
-            self._check(job)
-            first, last = spans[job.next_day]
-            if first > last:
-                job.next_day += 1
-                continue
-            if job.next_hour is None:
-                fetched = await get(first, last, day=True)
-                if fetched.status in (400, 504):
-                    hours = int((last - first).total_seconds() // 3600) + 1
-                    job.next_hour = 0
-                    job.counts.chunks_total += hours - 1
-                    self.committed[job.id].chunks_total = job.counts.chunks_total
-                    await self._save(job)
+        # A chunk's profile updates and its commit run while the next chunk's events are read
+        # (`_close`); commits stay in order, and no other save happens while one is pending.
+        closing: asyncio.Task[None] | None = None
+        try:
+            while job.next_day < job.days:
+                self._check(job)
+                first, last = spans[job.next_day]
+                if first > last:
+                    job.next_day += 1
                     continue
-                await self._amplitude_chunk(job, fetched, profiles, first)
-                job.next_day += 1
-                await self._commit(job, "amplitude")
-                continue
-            hour = first + timedelta(hours=job.next_hour)
-            if hour > last:
-                job.next_day, job.next_hour = job.next_day + 1, None
-                await self._save(job)
-                continue
-            fetched = await get(hour, hour, day=False)
-            if fetched.status == 400:
-                raise SourceError("hour_too_large", f"the hour {_hour_text(hour)} is too large to export")
-            await self._amplitude_chunk(job, fetched, profiles, hour)
-            job.next_hour += 1
-            if hour >= last:
-                job.next_day, job.next_hour = job.next_day + 1, None
-            await self._commit(job, "amplitude")
+                if job.next_hour is None:
+                    fetched = await get(first, last, day=True)
+                    if fetched.status in (400, 504):
+                        await _settled(closing)
+                        closing = None
+                        hours = int((last - first).total_seconds() // 3600) + 1
+                        job.next_hour = 0
+                        job.counts.chunks_total += hours - 1
+                        self.committed[job.id].chunks_total = job.counts.chunks_total
+                        await self._save_cursor(job)
+                        continue
+                    winners = await self._amplitude_chunk(job, fetched)
+                    await _settled(closing)
+                    closing = None
+                    job.next_day += 1
+                    closing = self._close(job, winners, profiles)
+                    continue
+                hour = first + timedelta(hours=job.next_hour)
+                if hour > last:
+                    await _settled(closing)
+                    closing = None
+                    job.next_day, job.next_hour = job.next_day + 1, None
+                    await self._save_cursor(job)
+                    continue
+                fetched = await get(hour, hour, day=False)
+                if fetched.status == 400:
+                    raise SourceError("hour_too_large", f"the hour {_hour_text(hour)} is too large to export")
+                winners = await self._amplitude_chunk(job, fetched)
+                await _settled(closing)
+                closing = None
+                job.next_hour += 1
+                if hour >= last:
+                    job.next_day, job.next_hour = job.next_day + 1, None
+                closing = self._close(job, winners, profiles)
+            await _settled(closing)
+            closing = None
+        finally:
+            if closing is not None:  # the job stops: the chunk read before still closes (or fails)
+                with contextlib.suppress(BaseException):
+                    await closing
 
-    async def _amplitude_chunk(self, job: Job, fetched: Fetched, profiles: set[str], start: datetime) -> None:
+    def _close(self, job: Job, winners: list[bytes], seen: set[str]) -> asyncio.Task[None]:
+        """Publish a read chunk's profile updates (each user's latest record), then commit the
+        chunk with the cursor and counts it had when its events were read."""
+        saved = self._snapshot(job)
+
+        async def close() -> None:
+            size = self.settings.batch_events
+            for i in range(0, len(winners), size):  # unpacked a batch at a time
+                updates = [marshal.loads(u) for u in winners[i : i + size]]  # noqa: S302 - our workers' output
+                await self._profiles(job, updates, seen, also=saved.counts)
+            await self._commit(job, "amplitude", saved)
+
+        return asyncio.create_task(close(), name=f"migrate-close-{job.id}")
+
+    async def _amplitude_chunk(self, job: Job, fetched: Fetched) -> list[bytes]:
         """Inflate the staged answer into line-aligned blocks (bounded, in a thread), map and
-        validate the blocks in the worker processes (a few in flight), publish each block's
-        events in order, then the chunk's profile updates (each user's latest record)."""
+        validate the blocks in the worker processes (a few in flight), publish the events in
+        order (blocks gathered into publishes of `publish_events`); return the chunk's profile
+        updates (each user's latest record, marshalled)."""
         try:
             if fetched.status == 404:
-                return
+                return []
             if fetched.status != 200 or fetched.file is None:
                 raise SourceError("source_unavailable", f"the source answered {fetched.status}")
             job.counts.bytes_downloaded += fetched.size
@@ -413,12 +507,16 @@ class Runner:
                 max_ratio=bound.max_inflation_ratio,
                 size=bound.block_bytes,
             )
-            spec = BlockSpec(job.id, job.project_id, bound.limits, int(time.time() * 1000))
-            latest: dict[str, tuple[int, int, int, bytes]] = {}  # uid -> (time, block, line, update)
+            rows = self.rows_sink is not None and not job.dry_run
+            spec = BlockSpec(job.id, job.project_id, bound.limits, int(time.time() * 1000), rows, bound.geoip_db)
+            latest: dict[str, tuple[int, bytes]] = {}  # uid -> (time, update)
             pending: deque[asyncio.Future[bytes]] = deque()
-            depth = max(1, bound.workers) + 1
-            more, number = True, 0
+            # Blocks in flight: enough that the workers keep mapping while a publish is awaited.
+            depth = 4 * max(1, bound.workers) + 2
+            more = True
             reading: asyncio.Future[bytes | None] | None = None
+            gathered = _Batch()  # blocks' events gathered into one publish of `publish_events`
+            publishing: asyncio.Task[None] | None = None  # the previous publish, running while blocks decode
             try:
                 while True:
                     self._check(job)
@@ -430,20 +528,26 @@ class Runner:
                             more = False
                         else:
                             pending.append(self._map(amplitude_block, block, spec))
+                    if pending:
+                        try:
+                            blob = await pending.popleft()
+                        except BrokenProcessPool:
+                            self._pool = None  # a worker died (killed, out of memory): the next chunk starts a new pool
+                            raise
+                        done = decode_block(blob, job.project_id)
+                        _keep_latest(latest, done.profiles)
+                        gathered.add(done)
+                    if len(gathered.events) >= bound.publish_events or (not pending and gathered.read):
+                        if publishing is not None:
+                            task, publishing = publishing, None
+                            await task
+                        publishing = asyncio.create_task(self._take(job, gathered))
+                        gathered = _Batch()
                     if not pending:
                         break
-                    try:
-                        blob = await pending.popleft()
-                    except BrokenProcessPool:
-                        self._pool = None  # a worker died (killed, out of memory): the next chunk starts a new pool
-                        raise
-                    done = decode_block(blob, job.project_id)
-                    for uid, (t, line, update) in done.profiles.items():
-                        seen = latest.get(uid)
-                        if seen is None or (t, number, line) >= seen[:3]:
-                            latest[uid] = (t, number, line, update)
-                    number += 1
-                    await self._take(job, _Batch(done.events, done.read, done.invalid, done.first_ms, done.last_ms))
+                if publishing is not None:
+                    task, publishing = publishing, None
+                    await task
             finally:
                 for future in pending:  # a failed or cancelled chunk: the blocks in flight are dropped
                     future.cancel()
@@ -451,12 +555,10 @@ class Runner:
                     if reading is not None:
                         await reading
                     await asyncio.to_thread(blocks.close)
-            winners = [u for _, _, _, u in latest.values()]
-            del latest
-            size = bound.batch_events
-            for i in range(0, len(winners), size):  # unpacked a batch at a time
-                updates = [marshal.loads(u) for u in winners[i : i + size]]  # noqa: S302 - our workers' output
-                await self._profiles(job, updates, profiles)
+                if publishing is not None:  # a failed chunk: its publish is finished, not abandoned half-way
+                    with contextlib.suppress(BaseException):
+                        await publishing
+            return [u for _, u in latest.values()]
         finally:
             fetched.close()
 
@@ -533,23 +635,26 @@ class Runner:
             counts.saw_time(batch.first_ms)
             counts.saw_time(batch.last_ms)
         if job.dry_run:
-            counts.events_to_import += len(batch.events)
-        elif batch.events:
-            await self._publish(job, EVENTS, batch.events)
-            counts.events_imported += len(batch.events)
-            metrics.EVENTS_IMPORTED.labels(job.source_tool).inc(len(batch.events))
+            counts.events_to_import += batch.valid
+        elif batch.valid:
+            await self._publish(job, EVENTS, batch.events, batch.rows)
+            counts.events_imported += batch.valid
+            metrics.EVENTS_IMPORTED.labels(job.source_tool).inc(batch.valid)
 
-    async def _publish(self, job: Job, stream: Stream[T], items: list[T]) -> None:
-        """Publish through the ingestion sink; while it answers unavailable (a broker still
-        connecting or down, a store failing) retry with backoff, for `retries` attempts and at
-        least `destination_patience` seconds, then fail the job `destination_unavailable`
-        (resumable)."""
+    async def _publish(self, job: Job, stream: Stream[T], items: list[T], rows: Rows | None = None) -> None:
+        """Publish through the ingestion sink (`rows`, when given, are the items' table rows for
+        a `RowsPublisher`); while it answers unavailable (a broker still connecting or down, a
+        store failing) retry with backoff, for `retries` attempts and at least
+        `destination_patience` seconds, then fail the job `destination_unavailable` (resumable)."""
         retry = self._retry(job)
         deadline = time.monotonic() + self.settings.destination_patience
         attempt = 0
         while True:
             try:
-                await self.sink.publish(stream, items)
+                if rows is not None and self.rows_sink is not None:
+                    await self.rows_sink.publish_rows(stream, rows)
+                else:
+                    await self.sink.publish(stream, items)
                 return
             except UnavailableError:
                 if attempt >= retry.attempts and time.monotonic() >= deadline:
@@ -559,7 +664,9 @@ class Runner:
                 attempt += 1
                 self._check(job)
 
-    async def _profiles(self, job: Job, raw: list[dict[str, Any]], seen: set[str]) -> None:
+    async def _profiles(self, job: Job, raw: list[dict[str, Any]], seen: set[str], also: Counts | None = None) -> None:
+        """Validate and publish profile updates; count the profiles not seen before in the job
+        (and in `also`, a snapshot's counts)."""
         for i in range(0, len(raw), self.settings.batch_events):
             part = raw[i : i + self.settings.batch_events]
             limits = self.settings.limits
@@ -567,11 +674,13 @@ class Runner:
             updates, _failures = await asyncio.to_thread(USER_UPDATES.validate, part, intake)
             fresh = {u.profile_id for u in updates} - seen
             seen.update(fresh)
-            if job.dry_run:
-                job.counts.profiles_to_update += len(fresh)
-            elif updates:
+            if not job.dry_run and updates:
                 await self._publish(job, USER_UPDATES, updates)
-                job.counts.profiles_updated += len(fresh)
+            for counts in (job.counts, also) if also is not None else (job.counts,):
+                if job.dry_run:
+                    counts.profiles_to_update += len(fresh)
+                elif updates:
+                    counts.profiles_updated += len(fresh)
 
     def _check(self, job: Job) -> None:
         if job.id in self.cancelling:
@@ -654,7 +763,7 @@ class Runner:
         events, failures = self._validate(job, items, max(map(len, lines), default=0))
         for f in failures:
             batch.bad(f.field or f.reason)
-        batch.events = events
+        batch.events, batch.valid = events, len(events)
         if events:
             times = [e.time_ms for e in events]
             batch.first_ms, batch.last_ms = min(times), max(times)

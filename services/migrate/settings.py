@@ -44,10 +44,15 @@ class MigrateSettings:
     max_inflated_bytes: int = 8 * 1024**3  # per zip member, after gunzip
     max_inflation_ratio: int = 200  # inflated bytes per compressed byte
     requests_per_hour: int = 60  # Mixpanel export requests per job
-    batch_events: int = 2000  # events per publish (Mixpanel; an Amplitude block publishes at once)
+    batch_events: int = 2000  # events per publish (Mixpanel) and profile updates per publish
+    # Amplitude events per publish: blocks are gathered, since the store's cost per event halves
+    # from ~2,000-event inserts to ~20,000 (bench/migrate_amplitude.py); one publish runs while
+    # the next is gathered, so about twice this many events are in the job's memory.
+    publish_events: int = 20_000
     # Processes that map and validate Amplitude blocks beside the job's process; 0 = a thread of it.
     workers: int = field(default_factory=lambda: min(2, os.cpu_count() or 1))
     block_bytes: int = BLOCK_BYTES  # inflated bytes per block handed to a worker (and published at once)
+    geoip_db: str = ""  # FOOTFALL_GEOIP_DB: the mapping workers locate addresses when they build rows
     key: str = ""  # Fernet key of the stored source credentials; empty: <data>/migrate.key
     work_dir: str = ""  # where downloads are staged; empty: the system's temp folder
     url: str = "http://127.0.0.1:8000"  # the deployment `footfall migrate amplitude|mixpanel|status` talks to
@@ -75,6 +80,8 @@ class MigrateSettings:
             requests_per_hour=env.integer("MIGRATE_REQUESTS_PER_HOUR", cls.requests_per_hour),
             workers=env.integer("MIGRATE_WORKERS", min(2, os.cpu_count() or 1)),
             block_bytes=max(64 * 1024, env.integer("MIGRATE_BLOCK_BYTES", BLOCK_BYTES)),
+            publish_events=max(1, env.integer("MIGRATE_PUBLISH_EVENTS", cls.publish_events)),
+            geoip_db=env.text("GEOIP_DB"),
             key=env.text("MIGRATE_KEY"),
             work_dir=env.text("MIGRATE_WORK_DIR"),
             url=env.text("URL", cls.url) or cls.url,

@@ -12,6 +12,7 @@ and publishes them. With `workers = 0` the same function runs in a thread of the
 
 from __future__ import annotations
 
+import functools
 import gc
 import marshal
 import os
@@ -24,9 +25,11 @@ import orjson
 
 from footfall.services.migrate.download import MAX_LINE
 from footfall.services.migrate.mapping import AmplitudeEvent, Malformed, amplitude_event, profile_update, truncated
+from footfall.services.worker.enrich import open_enricher
 from footfall.shared.config import ImportLimits
 from footfall.shared.events import Event
-from footfall.shared.streams import EVENTS, Intake
+from footfall.shared.streams import EVENTS, Intake, Locator, Rows
+from footfall.shared.streams.events import build_event_rows
 
 __all__ = ["Block", "BlockSpec", "amplitude_block", "decode_block", "watch_parent"]
 
@@ -42,6 +45,10 @@ class BlockSpec:
     project_id: int
     limits: ImportLimits
     now_ms: int
+    # Build the events' table rows here (`build_event_rows`, with this GeoIP database) for a
+    # store that inserts rows (the embedded one); otherwise the events cross as events.
+    build_rows: bool = False
+    geoip_db: str = ""
 
 
 @dataclass
@@ -53,9 +60,11 @@ class Block:
     events: list[Event] = field(default_factory=list)
     first_ms: int | None = None
     last_ms: int | None = None
-    # uid -> (time_ms, line number in the block, marshalled `/engage` update): the latest
-    # record of each user in the block (§14.5); the chunk keeps the latest over its blocks.
-    profiles: dict[str, tuple[int, int, bytes]] = field(default_factory=dict)
+    valid: int = 0  # events that passed validation (`events` holds them, or `rows` their rows)
+    rows: Rows | None = None
+    # uid -> (time_ms, marshalled `/engage` update): the latest record of each user in the
+    # block (§14.5; on a tie the later line); the chunk keeps the latest over its blocks.
+    profiles: dict[str, tuple[int, bytes]] = field(default_factory=dict)
 
 
 def validate(items: list[Any], spec: BlockSpec, longest: int) -> tuple[list[Event], list[Any]]:
@@ -72,9 +81,9 @@ def map_lines(lines: list[bytes], spec: BlockSpec) -> Block:
     out = Block(read=len(lines))
     invalid = out.invalid
     mapped: list[AmplitudeEvent] = []
-    latest: dict[str, tuple[int, int, dict[str, Any]]] = {}
+    latest: dict[str, tuple[int, dict[str, Any]]] = {}
     job_id = spec.job_id
-    for seq, line in enumerate(lines):
+    for line in lines:
         try:
             record = orjson.loads(line)
             event = amplitude_event(record, job_id)
@@ -89,7 +98,7 @@ def map_lines(lines: list[bytes], spec: BlockSpec) -> Block:
         if uid:
             seen = latest.get(uid)
             if seen is None or event.time_ms >= seen[0]:  # a later line wins a tie
-                latest[uid] = (event.time_ms, seq, record)
+                latest[uid] = (event.time_ms, record)
     longest = max(map(len, lines), default=0)
     events, failures = validate([m.item for m in mapped], spec, longest)
     retry = [f for f in failures if mapped[f.index].user_keys and f.field not in _IDENTITY_FIELDS]
@@ -101,12 +110,11 @@ def map_lines(lines: list[bytes], spec: BlockSpec) -> Block:
         reason = f.field or f.reason
         invalid[reason] = invalid.get(reason, 0) + 1
     out.events = events
+    out.valid = len(events)
     if events:
         times = [e.time_ms for e in events]
         out.first_ms, out.last_ms = min(times), max(times)
-    out.profiles = {
-        uid: (t, seq, marshal.dumps(profile_update(record, uid, t))) for uid, (t, seq, record) in latest.items()
-    }
+    out.profiles = {uid: (t, marshal.dumps(profile_update(record, uid, t))) for uid, (t, record) in latest.items()}
     return out
 
 
@@ -134,11 +142,30 @@ def split_lines(block: bytes) -> list[bytes]:
     return lines
 
 
+@functools.lru_cache(maxsize=2)
+def _locator(geoip_db: str) -> Locator:
+    return open_enricher(geoip_db)  # once per worker process
+
+
 def amplitude_block(block: bytes, spec: BlockSpec) -> bytes:
-    """Worker side: a block of NDJSON lines → the marshalled outcome (`decode_block` reads it)."""
-    out = map_lines(split_lines(block), spec)
-    events = [(e.event, e.time_ms, e.distinct_id, e.insert_id, e.properties, e.ip) for e in out.events]
-    return marshal.dumps((out.read, out.invalid, out.first_ms, out.last_ms, events, out.profiles))
+    """Worker side: a block of NDJSON lines → the marshalled outcome (`decode_block` reads
+    it): with `spec.build_rows` the events' table rows (columns and dedup keys), else the
+    events. Everything built here is plain data without cycles, so the cyclic collector
+    (which the block's many new containers would trigger over and over) is paused meanwhile."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        out = map_lines(split_lines(block), spec)
+        if spec.build_rows:
+            built, _dropped = build_event_rows(out.events, _locator(spec.geoip_db), int(time.time() * 1000))
+            payload: tuple[Any, ...] = (built.columns, built.keys)
+        else:
+            payload = ([(e.event, e.time_ms, e.distinct_id, e.insert_id, e.properties, e.ip) for e in out.events],)
+        head = (out.read, out.invalid, out.first_ms, out.last_ms, out.valid, out.profiles)
+        return marshal.dumps((*head, payload))
+    finally:
+        if paused:
+            gc.enable()
 
 
 def decode_block(blob: bytes, project_id: int) -> Block:
@@ -149,8 +176,11 @@ def decode_block(blob: bytes, project_id: int) -> Block:
     paused = gc.isenabled()
     gc.disable()
     try:
-        read, invalid, first_ms, last_ms, events, profiles = marshal.loads(blob)  # noqa: S302 - our workers' output
-        return Block(read, invalid, [Event(project_id, *e) for e in events], first_ms, last_ms, profiles)
+        read, invalid, first_ms, last_ms, valid, profiles, payload = marshal.loads(blob)  # noqa: S302 - our workers' output
+        if len(payload) == 2:
+            return Block(read, invalid, [], first_ms, last_ms, valid, Rows(*payload), profiles)
+        events = [Event(project_id, *e) for e in payload[0]]
+        return Block(read, invalid, events, first_ms, last_ms, valid, None, profiles)
     finally:
         if paused:
             gc.enable()

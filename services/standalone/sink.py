@@ -21,7 +21,8 @@ import structlog
 
 from footfall.services.worker.store import store_batch
 from footfall.shared.errors import UnavailableError
-from footfall.shared.streams import Locator, Stream
+from footfall.shared.streams import Locator, Rows, Stream
+from footfall.shared.streams.stream import insert_built
 from footfall.shared.warehouse import Warehouse, WarehouseError
 
 log = structlog.get_logger(__name__)
@@ -86,6 +87,15 @@ class EmbeddedSink:
             group.task = asyncio.create_task(self._commit(stream, group))
         # The insert goes on if this request is cancelled (its client left): others share it.
         return await asyncio.shield(waiter.done)
+
+    async def publish_rows(self, stream: Stream[Any], built: Rows) -> None:
+        """Rows of `stream` built elsewhere by the stream's own builder (the migration's mapping
+        workers run `build_event_rows`): one insert, returning once stored."""
+        try:
+            await self.warehouse.run(insert_built, self.warehouse, stream.table, built)
+        except WarehouseError as exc:
+            log.error("embedded_insert_failed", stream=stream.name, error=str(exc)[:2000])
+            raise UnavailableError("storage unavailable, retry with backoff") from exc
 
     async def _store(self, stream: Stream[T], items: list[T]) -> dict[int, str]:
         try:

@@ -26,9 +26,9 @@ import orjson
 from footfall.shared.events.model import Event, Failure, event_dedup_key
 from footfall.shared.events.validate import validate_batch
 from footfall.shared.schema.catalog import EVENTS as EVENTS_TABLE
-from footfall.shared.streams.stream import CodecError, Intake, Locator, Rows, Stream, insert_rows
+from footfall.shared.streams.stream import CodecError, Intake, Locator, Rows, Stream, dedup_rows, insert_rows
 
-__all__ = ["EVENTS", "decode_event", "encode_event", "event_key", "event_rows"]
+__all__ = ["EVENTS", "build_event_rows", "decode_event", "encode_event", "event_key", "event_rows"]
 
 VERSION = 1
 
@@ -137,6 +137,10 @@ def event_rows(events: Sequence[Event], keys: Sequence[bytes], locator: Locator,
         ingested_at.append(ingested_at_ms)
     return Rows([cols[name] for name in EVENTS_TABLE.column_names], list(keys))
 
+
+# The events stream's store step split in two (`EVENTS.store` is both): the migration's workers
+# build the rows of their blocks, the embedded store inserts them (`EmbeddedSink.publish_rows`).
+build_event_rows = dedup_rows(event_rows, event_dedup_key)
 
 EVENTS: Stream[Event] = Stream(
     name="events",

@@ -32,7 +32,18 @@ from footfall.shared.ingest import Locator, Place, Stored
 from footfall.shared.schema.catalog import Table
 from footfall.shared.warehouse import Warehouse
 
-__all__ = ["CodecError", "Intake", "Locator", "Place", "Rows", "Stored", "Stream", "insert_rows"]
+__all__ = [
+    "CodecError",
+    "Intake",
+    "Locator",
+    "Place",
+    "Rows",
+    "Stored",
+    "Stream",
+    "dedup_rows",
+    "insert_built",
+    "insert_rows",
+]
 
 T = TypeVar("T")
 
@@ -75,25 +86,43 @@ class Rows:
 StoreFn = Callable[[Warehouse, Locator, Sequence[T], int], Stored]
 
 
-def insert_rows(
-    table: Table, rows: Callable[[Sequence[T], Sequence[bytes], Locator, int], Rows], dedup_key: Callable[[T], bytes]
-) -> StoreFn[T]:
-    """The store step of a stream whose items are rows of `table`: of several items with the
-    same dedup key only the last is kept (the most recently ingested copy of a duplicate
-    wins, and inside one batch that is the later one), then one insert."""
+def dedup_rows(
+    rows: Callable[[Sequence[T], Sequence[bytes], Locator, int], Rows], dedup_key: Callable[[T], bytes]
+) -> Callable[[Sequence[T], Locator, int], tuple[Rows, int]]:
+    """The pure half of `insert_rows`' store step: of several items with the same dedup key
+    only the last is kept (the most recently ingested copy of a duplicate wins, and inside one
+    batch that is the later one), then the rows are built; returns them and how many items
+    were dropped. Any process may run it (the migration's workers do)."""
 
-    def store(warehouse: Warehouse, locator: Locator, items: Sequence[T], ingested_at_ms: int) -> Stored:
+    def build(items: Sequence[T], locator: Locator, ingested_at_ms: int) -> tuple[Rows, int]:
         latest: dict[bytes, T] = {}
         for item in items:
             latest[dedup_key(item)] = item  # re-assigning keeps the first position, last value
-        if not latest:
+        return rows(list(latest.values()), list(latest), locator, ingested_at_ms), len(items) - len(latest)
+
+    return build
+
+
+def insert_built(warehouse: Warehouse, table: Table, built: Rows) -> None:
+    """The other half: one insert of built rows."""
+    started = time.perf_counter()
+    warehouse.insert(table.name, table.column_names, built.columns, column_oriented=True)
+    metrics.INSERT_SECONDS.observe(time.perf_counter() - started)
+    metrics.INSERT_BATCH_EVENTS.observe(len(built))
+
+
+def insert_rows(
+    table: Table, rows: Callable[[Sequence[T], Sequence[bytes], Locator, int], Rows], dedup_key: Callable[[T], bytes]
+) -> StoreFn[T]:
+    """The store step of a stream whose items are rows of `table`: `dedup_rows`, then one insert."""
+    build = dedup_rows(rows, dedup_key)
+
+    def store(warehouse: Warehouse, locator: Locator, items: Sequence[T], ingested_at_ms: int) -> Stored:
+        built, dropped = build(items, locator, ingested_at_ms)
+        if not len(built):
             return Stored()
-        built = rows(list(latest.values()), list(latest), locator, ingested_at_ms)
-        started = time.perf_counter()
-        warehouse.insert(table.name, table.column_names, built.columns, column_oriented=True)
-        metrics.INSERT_SECONDS.observe(time.perf_counter() - started)
-        metrics.INSERT_BATCH_EVENTS.observe(len(built))
-        return Stored(built.keys, len(items) - len(latest))
+        insert_built(warehouse, table, built)
+        return Stored(built.keys, dropped)
 
     return store
 

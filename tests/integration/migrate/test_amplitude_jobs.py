@@ -179,6 +179,44 @@ def test_a_migration_with_faults_imports_exactly_the_reference(
     assert second.id != job.id
 
 
+def with_ties(data: Dataset) -> Dataset:
+    """A copy where about a third of each user's records share the time of that user's previous
+    record of the day: the latest record of a chunk is then decided by its line (§14.5)."""
+    import copy
+
+    tied = Dataset()
+    last: dict[tuple[str, Any], dict[str, Any]] = {}
+    for hour in sorted(data.by_hour):
+        for n, rec in enumerate(data.by_hour[hour]):
+            rec = copy.deepcopy(rec)
+            key = (hour[:8], rec.get("user_id"))
+            before = last.get(key)
+            if before is not None and n % 3 == 0:
+                for k in ("event_time", "client_event_time", "server_received_time", "server_upload_time"):
+                    rec[k] = before[k]
+            last[key] = rec
+            tied.by_hour[hour].append(rec)
+    return tied
+
+
+def test_many_blocks_and_publishes_per_chunk_import_exactly_the_reference(
+    data: Dataset, store: WarehouseJobStore
+) -> None:
+    """Blocks of a few lines spread over the mapping workers, gathered into publishes of 7
+    events (one publishing while the next is gathered), users' records tied on time across
+    blocks: the same events and profiles as the reference."""
+    tied = with_ties(data)
+    sink = Collector()
+    with serve(amplitude_app(tied, Faults())) as url:
+        runner = new_runner(url, sink, store, block_bytes=2048, publish_events=7)
+        job = asyncio.run(run_job(runner, body()))
+    expected, invalid = reference.expected_events(tied.uploaded(FIRST, DAYS), job.id)
+    assert job.state == "succeeded", job.error
+    assert published(sink.events) == expected
+    assert job.counts.events_imported == len(expected) and job.counts.events_invalid == invalid
+    assert profiles_of(sink.updates) == reference.expected_profiles(chunks_of(tied, set()))
+
+
 def test_an_oversized_hour_fails_the_job_and_the_same_request_resumes_it(
     data: Dataset, faults: Faults, source: str, store: WarehouseJobStore
 ) -> None:

@@ -9,6 +9,7 @@ import io
 import random
 import zipfile
 
+import orjson
 import pytest
 
 from footfall.services.migrate.download import MAX_LINE, amplitude_blocks, amplitude_lines
@@ -61,3 +62,45 @@ def test_a_member_inflating_past_its_bound_is_refused() -> None:
     members = {"1/a.json.gz": b"{}\n" * 100_000}
     with pytest.raises(ValueError, match="inflates past"):
         list(amplitude_blocks(export(members), max_bytes=10_000, max_ratio=10**6))
+
+
+def test_members_are_read_in_upload_order_not_name_order() -> None:
+    """Hours in export names are not zero-padded: hour 9 comes before hour 10 (§14.5's ties
+    are decided by the later line)."""
+    names = [f"187520/187520_2026-10-01_{h}#0.json.gz" for h in (10, 9, 0, 23, 2)] + ["187520_2026-10-02_0#0.json"]
+    members = {name: b'{"n": "%s"}\n' % name.encode() for name in names}
+    got = [orjson.loads(line)["n"] for line in amplitude_lines(export(members), max_bytes=1 << 30, max_ratio=200)]
+    hours = [n for n in got if "10-01" in n]
+    assert [int(n.rsplit("_", 1)[1].split("#")[0]) for n in hours] == [0, 2, 9, 10, 23]
+    assert got[-1].endswith("2026-10-02_0#0.json")
+
+
+def test_rows_built_by_a_worker_are_the_rows_the_store_builds() -> None:
+    """A worker that builds the events' table rows (for the embedded store) builds exactly what
+    the events stream's own store step would build from the events (but the ingestion time)."""
+    from datetime import UTC, datetime
+
+    from footfall.services.migrate.work import BlockSpec, amplitude_block, decode_block
+    from footfall.services.worker.enrich import open_enricher
+    from footfall.shared.config import ImportLimits
+    from footfall.shared.schema.catalog import EVENTS as EVENTS_TABLE
+    from footfall.shared.streams.events import build_event_rows
+    from tests.integration.migrate.fake_amplitude import Dataset
+
+    data = Dataset.generate(datetime(2026, 10, 1, tzinfo=UTC), 1, per_day=300)
+    records = data.records
+    records.append(dict(next(r for r in records if r.get("event_type") and r.get("event_time"))))  # one row
+    block = b"".join(orjson.dumps(r) + b"\n" for r in records)
+    spec = BlockSpec("job", 7, ImportLimits(), 1_800_000_000_000)  # after the generated days
+    as_events = decode_block(amplitude_block(block, spec), 7)
+    as_rows = decode_block(amplitude_block(block, BlockSpec(**{**spec.__dict__, "build_rows": True})), 7)
+    assert as_rows.rows is not None and not as_rows.events and as_events.rows is None
+    assert as_rows.valid == as_events.valid == len(as_events.events) > 250
+    assert (as_rows.read, as_rows.invalid, as_rows.profiles) == (as_events.read, as_events.invalid, as_events.profiles)
+    expected, dropped = build_event_rows(as_events.events, open_enricher(""), 0)
+    assert dropped == 1 and len(as_rows.rows) == len(expected) == as_rows.valid - 1
+    assert as_rows.rows.keys == expected.keys
+    names = EVENTS_TABLE.column_names
+    for name, got, want in zip(names, as_rows.rows.columns, expected.columns, strict=True):
+        if name != "ingested_at":
+            assert got == want, name
