@@ -537,7 +537,7 @@ class Runner:
                         done = decode_block(blob, job.project_id)
                         _keep_latest(latest, done.profiles)
                         gathered.add(done)
-                    if len(gathered.events) >= bound.publish_events or (not pending and gathered.read):
+                    if gathered.valid >= bound.publish_events or (not pending and gathered.read):
                         if publishing is not None:
                             task, publishing = publishing, None
                             await task

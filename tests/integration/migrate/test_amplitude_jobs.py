@@ -28,7 +28,7 @@ from footfall.services.migrate.store import Cipher, WarehouseJobStore
 from footfall.shared.errors import UnavailableError
 from footfall.shared.events import Event
 from footfall.shared.profiles.updates import ProfileUpdate
-from footfall.shared.streams import EVENTS, USER_UPDATES, Stream
+from footfall.shared.streams import EVENTS, USER_UPDATES, Rows, Stream
 from footfall.shared.warehouse import ClickHouseWarehouse
 from tests.integration.migrate import reference
 from tests.integration.migrate.fake_amplitude import API_KEY, SECRET_KEY, Dataset, Faults, amplitude_app, serve
@@ -215,6 +215,36 @@ def test_many_blocks_and_publishes_per_chunk_import_exactly_the_reference(
     assert published(sink.events) == expected
     assert job.counts.events_imported == len(expected) and job.counts.events_invalid == invalid
     assert profiles_of(sink.updates) == reference.expected_profiles(chunks_of(tied, set()))
+
+
+class RowsCollector(Collector):
+    """A sink that stores rows built by the mapping workers (as the embedded store does)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inserts: list[dict[str, list[Any]]] = []
+
+    async def publish_rows(self, stream: Stream[Any], built: Rows) -> None:
+        assert stream is EVENTS
+        self.inserts.append(dict(zip(EVENTS.table.column_names, built.columns, strict=True)))
+
+
+def test_worker_built_rows_are_gathered_into_publishes_of_the_set_size(data: Dataset, store: WarehouseJobStore) -> None:
+    sink = RowsCollector()
+    with serve(amplitude_app(data, Faults())) as url:
+        job = asyncio.run(run_job(new_runner(url, sink, store, block_bytes=2048, publish_events=40), body()))
+    expected, _ = reference.expected_events(data.uploaded(FIRST, DAYS), job.id)
+    assert job.state == "succeeded", job.error and not sink.events
+    assert sorted(i for rows in sink.inserts for i in rows["insert_id"]) == sorted(expected)
+    sizes = [len(rows["insert_id"]) for rows in sink.inserts]
+    assert len(sizes) >= DAYS * 2 and max(sizes) < 40 + 30  # a publish: 40 events and the block that passed them
+    got = {
+        i: (e, t, d)
+        for rows in sink.inserts
+        for i, e, t, d in zip(*(rows[k] for k in ("insert_id", "event", "time", "distinct_id")), strict=True)
+    }
+    assert got == {i: (e["event"], e["time_ms"], e["distinct_id"]) for i, e in expected.items()}
+    assert profiles_of(sink.updates) == reference.expected_profiles(chunks_of(data, set()))
 
 
 def test_an_oversized_hour_fails_the_job_and_the_same_request_resumes_it(
