@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -24,6 +24,7 @@ from footfall.services.migrate.store import WarehouseJobStore, load_cipher
 from footfall.shared.auth import Authenticator
 from footfall.shared.metadata import MetadataRepository
 from footfall.shared.schema import apply_migrations
+from footfall.shared.streams import Locator
 from footfall.shared.warehouse import ClickHouseWarehouse, Warehouse, WarehouseError, open_warehouse
 from footfall.shared.web import build_starlette
 
@@ -39,9 +40,15 @@ class MigrateProcess:
     runner: Runner
 
 
-def build_runner(settings: MigrateSettings, warehouse: Warehouse, sink: Publisher) -> Runner:
+def build_runner(
+    settings: MigrateSettings,
+    warehouse: Warehouse,
+    sink: Publisher,
+    open_locator: Callable[[str], Locator] | None = None,
+) -> Runner:
+    """`open_locator`: how the store locates addresses, for a sink that takes rows (`serve`)."""
     cipher = load_cipher(settings.key, settings.store.data_dir)
-    return Runner(WarehouseJobStore(warehouse), warehouse.run, sink, settings, cipher)
+    return Runner(WarehouseJobStore(warehouse), warehouse.run, sink, settings, cipher, open_locator=open_locator)
 
 
 def build_migrate(settings: MigrateSettings) -> MigrateProcess:

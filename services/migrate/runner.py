@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import marshal
 import multiprocessing
 import os
 import time
@@ -45,10 +44,18 @@ from footfall.services.migrate.model import ACTIVE, Counts, Job, JobError, new_j
 from footfall.services.migrate.request import MigrationRequest
 from footfall.services.migrate.settings import MIXPANEL_HOSTS, MigrateSettings
 from footfall.services.migrate.store import Cipher, JobStore
-from footfall.services.migrate.work import Block, BlockSpec, amplitude_block, decode_block, validate, watch_parent
+from footfall.services.migrate.work import (
+    Block,
+    BlockSpec,
+    amplitude_block,
+    candidate_update,
+    decode_block,
+    validate,
+    watch_parent,
+)
 from footfall.shared.errors import FootfallError, NotFoundError, UnavailableError
 from footfall.shared.events import Event
-from footfall.shared.streams import EVENTS, USER_UPDATES, Intake, Rows, Stream
+from footfall.shared.streams import EVENTS, USER_UPDATES, Intake, Locator, Rows, Stream
 
 __all__ = ["Publisher", "Runner"]
 
@@ -120,11 +127,12 @@ class _Chunk:
     lines: Iterator[bytes]
 
 
-def _keep_latest(latest: dict[str, tuple[int, bytes]], found: dict[str, tuple[int, bytes]]) -> None:
-    """Keep each user's latest record over a chunk's blocks (§14.5): blocks arrive in line
-    order, so on a tie of times the later block's record wins."""
+def _keep_latest(latest: dict[str, bytes], found: dict[str, bytes]) -> None:
+    """Keep each user's latest record over a chunk's blocks (§14.5; `profile_candidate`s, whose
+    first 8 bytes compare as times): blocks arrive in line order, so on a tie of times the later
+    block's record wins."""
     get = latest.get
-    latest.update({uid: v for uid, v in found.items() if (seen := get(uid)) is None or v[0] >= seen[0]})
+    latest.update({uid: c for uid, c in found.items() if (seen := get(uid)) is None or c[:8] >= seen[:8]})
 
 
 async def _settled(task: asyncio.Task[None] | None) -> None:
@@ -153,6 +161,7 @@ class Runner:
         *,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         transport: httpx.AsyncBaseTransport | None = None,
+        open_locator: Callable[[str], Locator] | None = None,
     ) -> None:
         self.store = store
         self.run_blocking = run_blocking
@@ -166,7 +175,10 @@ class Runner:
         self.cancelling: set[str] = set()
         self.committed: dict[str, Counts] = {}  # per running job: the counts its cursor covers
         self.cursor: dict[str, tuple[int, int | None]] = {}  # per running job: its saved cursor
-        self.rows_sink = sink if isinstance(sink, RowsPublisher) else None
+        # A sink that takes rows, and how its store locates addresses (a top-level function the
+        # mapping workers call by name): then the workers build the events' rows.
+        self.rows_sink = sink if isinstance(sink, RowsPublisher) and open_locator is not None else None
+        self.open_locator = open_locator
         self._slots = asyncio.Semaphore(max(1, settings.max_running))
         self._pool: ProcessPoolExecutor | None = None  # the mapping workers (`settings.workers`), started on first use
         self._submit = asyncio.Lock()
@@ -481,10 +493,12 @@ class Runner:
         saved = self._snapshot(job)
 
         async def close() -> None:
-            size = self.settings.batch_events
+            # As many updates per publish as events: the profile store's two inserts per commit
+            # cost less per update in larger batches, as the events' insert does.
+            size = self.settings.publish_events
             for i in range(0, len(winners), size):  # unpacked a batch at a time
-                updates = [marshal.loads(u) for u in winners[i : i + size]]  # noqa: S302 - our workers' output
-                await self._profiles(job, updates, seen, also=saved.counts)
+                updates = [candidate_update(c) for c in winners[i : i + size]]
+                await self._profiles(job, updates, seen, also=saved.counts, size=size)
             await self._commit(job, "amplitude", saved)
 
         return asyncio.create_task(close(), name=f"migrate-close-{job.id}")
@@ -493,7 +507,7 @@ class Runner:
         """Inflate the staged answer into line-aligned blocks (bounded, in a thread), map and
         validate the blocks in the worker processes (a few in flight), publish the events in
         order (blocks gathered into publishes of `publish_events`); return the chunk's profile
-        updates (each user's latest record, marshalled)."""
+        updates (each user's latest record, as `profile_candidate`s)."""
         try:
             if fetched.status == 404:
                 return []
@@ -507,9 +521,9 @@ class Runner:
                 max_ratio=bound.max_inflation_ratio,
                 size=bound.block_bytes,
             )
-            rows = self.rows_sink is not None and not job.dry_run
+            rows = self.open_locator if self.rows_sink is not None and not job.dry_run else None
             spec = BlockSpec(job.id, job.project_id, bound.limits, int(time.time() * 1000), rows, bound.geoip_db)
-            latest: dict[str, tuple[int, bytes]] = {}  # uid -> (time, update)
+            latest: dict[str, bytes] = {}  # uid -> its latest record's profile candidate
             pending: deque[asyncio.Future[bytes]] = deque()
             # Blocks in flight: enough that the workers keep mapping while a publish is awaited.
             depth = 4 * max(1, bound.workers) + 2
@@ -558,7 +572,7 @@ class Runner:
                 if publishing is not None:  # a failed chunk: its publish is finished, not abandoned half-way
                     with contextlib.suppress(BaseException):
                         await publishing
-            return [u for _, u in latest.values()]
+            return list(latest.values())
         finally:
             fetched.close()
 
@@ -664,11 +678,14 @@ class Runner:
                 attempt += 1
                 self._check(job)
 
-    async def _profiles(self, job: Job, raw: list[dict[str, Any]], seen: set[str], also: Counts | None = None) -> None:
-        """Validate and publish profile updates; count the profiles not seen before in the job
-        (and in `also`, a snapshot's counts)."""
-        for i in range(0, len(raw), self.settings.batch_events):
-            part = raw[i : i + self.settings.batch_events]
+    async def _profiles(
+        self, job: Job, raw: list[dict[str, Any]], seen: set[str], also: Counts | None = None, size: int = 0
+    ) -> None:
+        """Validate and publish profile updates, `size` (default `batch_events`) at a time; count
+        the profiles not seen before in the job (and in `also`, a snapshot's counts)."""
+        size = size or self.settings.batch_events
+        for i in range(0, len(raw), size):
+            part = raw[i : i + size]
             limits = self.settings.limits
             intake = Intake(job.project_id, True, limits, int(time.time() * 1000), 0)
             updates, _failures = await asyncio.to_thread(USER_UPDATES.validate, part, intake)

@@ -16,8 +16,10 @@ import functools
 import gc
 import marshal
 import os
+import struct
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +27,6 @@ import orjson
 
 from footfall.services.migrate.download import MAX_LINE
 from footfall.services.migrate.mapping import AmplitudeEvent, Malformed, amplitude_event, profile_update, truncated
-from footfall.services.worker.enrich import open_enricher
 from footfall.shared.config import ImportLimits
 from footfall.shared.events import Event
 from footfall.shared.streams import EVENTS, Intake, Locator, Rows
@@ -34,6 +35,8 @@ from footfall.shared.streams.events import build_event_rows
 __all__ = ["Block", "BlockSpec", "amplitude_block", "decode_block", "watch_parent"]
 
 _MARKER_SLACK = 4096  # what mapping may add to a source line: markers, renamed keys, a hashed $insert_id
+_TIME = struct.Struct(">Q")
+_OFFSET = 1 << 63
 _IDENTITY_FIELDS = frozenset({"event", "properties.time", "properties.distinct_id", "properties.$insert_id"})
 
 
@@ -45,9 +48,10 @@ class BlockSpec:
     project_id: int
     limits: ImportLimits
     now_ms: int
-    # Build the events' table rows here (`build_event_rows`, with this GeoIP database) for a
-    # store that inserts rows (the embedded one); otherwise the events cross as events.
-    build_rows: bool = False
+    # With `open_locator` (a top-level function, pickled by name) the worker builds the events'
+    # table rows (`build_event_rows`, addresses located in `geoip_db`) for a store that inserts
+    # rows (the embedded one); without, the events cross as events.
+    open_locator: Callable[[str], Locator] | None = None
     geoip_db: str = ""
 
 
@@ -62,9 +66,21 @@ class Block:
     last_ms: int | None = None
     valid: int = 0  # events that passed validation (`events` holds them, or `rows` their rows)
     rows: Rows | None = None
-    # uid -> (time_ms, marshalled `/engage` update): the latest record of each user in the
-    # block (§14.5; on a tie the later line); the chunk keeps the latest over its blocks.
-    profiles: dict[str, tuple[int, bytes]] = field(default_factory=dict)
+    # uid -> `profile_candidate` of the latest record of each user in the block (§14.5; on a
+    # tie the later line); the chunk keeps the latest over its blocks.
+    profiles: dict[str, bytes] = field(default_factory=dict)
+
+
+def profile_candidate(time_ms: int, update: dict[str, Any]) -> bytes:
+    """A user's profile update with its record's time in front (8 bytes, offset to unsigned and
+    big-endian, so that the prefixes of two candidates compare as their times). One bytes object
+    rather than a tuple: the job keeps one per user for a whole chunk, and bytes are not tracked
+    by the cyclic collector."""
+    return _TIME.pack(time_ms + _OFFSET) + marshal.dumps(update)
+
+
+def candidate_update(candidate: bytes) -> Any:
+    return marshal.loads(memoryview(candidate)[_TIME.size :])  # noqa: S302 - our workers' output
 
 
 def validate(items: list[Any], spec: BlockSpec, longest: int) -> tuple[list[Event], list[Any]]:
@@ -114,7 +130,7 @@ def map_lines(lines: list[bytes], spec: BlockSpec) -> Block:
     if events:
         times = [e.time_ms for e in events]
         out.first_ms, out.last_ms = min(times), max(times)
-    out.profiles = {uid: (t, marshal.dumps(profile_update(record, uid, t))) for uid, (t, record) in latest.items()}
+    out.profiles = {uid: profile_candidate(t, profile_update(record, uid, t)) for uid, (t, record) in latest.items()}
     return out
 
 
@@ -143,21 +159,22 @@ def split_lines(block: bytes) -> list[bytes]:
 
 
 @functools.lru_cache(maxsize=2)
-def _locator(geoip_db: str) -> Locator:
-    return open_enricher(geoip_db)  # once per worker process
+def _locator(open_locator: Callable[[str], Locator], geoip_db: str) -> Locator:
+    return open_locator(geoip_db)  # once per worker process
 
 
 def amplitude_block(block: bytes, spec: BlockSpec) -> bytes:
     """Worker side: a block of NDJSON lines → the marshalled outcome (`decode_block` reads
-    it): with `spec.build_rows` the events' table rows (columns and dedup keys), else the
+    it): with `spec.open_locator` the events' table rows (columns and dedup keys), else the
     events. Everything built here is plain data without cycles, so the cyclic collector
     (which the block's many new containers would trigger over and over) is paused meanwhile."""
     paused = gc.isenabled()
     gc.disable()
     try:
         out = map_lines(split_lines(block), spec)
-        if spec.build_rows:
-            built, _dropped = build_event_rows(out.events, _locator(spec.geoip_db), int(time.time() * 1000))
+        if spec.open_locator is not None:
+            locator = _locator(spec.open_locator, spec.geoip_db)
+            built, _dropped = build_event_rows(out.events, locator, int(time.time() * 1000))
             payload: tuple[Any, ...] = (built.columns, built.keys)
         else:
             payload = ([(e.event, e.time_ms, e.distinct_id, e.insert_id, e.properties, e.ip) for e in out.events],)

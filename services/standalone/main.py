@@ -103,7 +103,8 @@ def build_embedded(settings: ServeSettings, *, sink: Sink | None = None) -> Embe
     # Started in the background and stopped within the shutdown budget: HTTP (and so
     # /healthz and queries) answers at once, whatever the broker does (shared.lifecycle).
     services = Services.of(sink, *background)
-    migrations = build_runner(settings.migrate, warehouse, sink)  # the migration service's jobs
+    # The migration service's jobs; with the embedded sink its workers build the events' rows.
+    migrations = build_runner(settings.migrate, warehouse, sink, open_locator=open_enricher)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

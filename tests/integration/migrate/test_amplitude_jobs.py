@@ -25,6 +25,7 @@ from footfall.services.migrate.request import parse_request
 from footfall.services.migrate.runner import Runner
 from footfall.services.migrate.settings import MigrateSettings
 from footfall.services.migrate.store import Cipher, WarehouseJobStore
+from footfall.services.worker.enrich import open_enricher
 from footfall.shared.errors import UnavailableError
 from footfall.shared.events import Event
 from footfall.shared.profiles.updates import ProfileUpdate
@@ -232,7 +233,9 @@ class RowsCollector(Collector):
 def test_worker_built_rows_are_gathered_into_publishes_of_the_set_size(data: Dataset, store: WarehouseJobStore) -> None:
     sink = RowsCollector()
     with serve(amplitude_app(data, Faults())) as url:
-        job = asyncio.run(run_job(new_runner(url, sink, store, block_bytes=2048, publish_events=40), body()))
+        runner = new_runner(url, sink, store, block_bytes=2048, publish_events=40)
+        runner = Runner(store, store.warehouse.run, sink, runner.settings, Cipher(KEY), open_locator=open_enricher)
+        job = asyncio.run(run_job(runner, body()))
     expected, _ = reference.expected_events(data.uploaded(FIRST, DAYS), job.id)
     assert job.state == "succeeded", job.error and not sink.events
     assert sorted(i for rows in sink.inserts for i in rows["insert_id"]) == sorted(expected)

@@ -93,7 +93,7 @@ def test_rows_built_by_a_worker_are_the_rows_the_store_builds() -> None:
     block = b"".join(orjson.dumps(r) + b"\n" for r in records)
     spec = BlockSpec("job", 7, ImportLimits(), 1_800_000_000_000)  # after the generated days
     as_events = decode_block(amplitude_block(block, spec), 7)
-    as_rows = decode_block(amplitude_block(block, BlockSpec(**{**spec.__dict__, "build_rows": True})), 7)
+    as_rows = decode_block(amplitude_block(block, BlockSpec(**{**spec.__dict__, "open_locator": open_enricher})), 7)
     assert as_rows.rows is not None and not as_rows.events and as_events.rows is None
     assert as_rows.valid == as_events.valid == len(as_events.events) > 250
     assert (as_rows.read, as_rows.invalid, as_rows.profiles) == (as_events.read, as_events.invalid, as_events.profiles)
@@ -104,3 +104,14 @@ def test_rows_built_by_a_worker_are_the_rows_the_store_builds() -> None:
     for name, got, want in zip(names, as_rows.rows.columns, expected.columns, strict=True):
         if name != "ingested_at":
             assert got == want, name
+
+
+def test_profile_candidates_compare_as_their_times() -> None:
+    from footfall.services.migrate.work import candidate_update, profile_candidate
+
+    times = [-86_400_000, -1, 0, 1, 255, 256, 65_536, 1_790_833_320_779, 2**45]
+    for a in times:
+        for b in times:
+            assert (profile_candidate(a, {"x": a})[:8] >= profile_candidate(b, {})[:8]) == (a >= b)
+    update = {"$distinct_id": "u", "$set": {"plan": "pro"}, "$time": 5, "$ignore_time": True}
+    assert candidate_update(profile_candidate(5, update)) == update
