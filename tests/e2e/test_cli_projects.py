@@ -7,8 +7,10 @@ import subprocess
 import sys
 import time
 import uuid
+from datetime import datetime
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import httpx
 import orjson
@@ -79,7 +81,9 @@ def test_new_project_and_service_account_work_and_stay_scoped(tmp_path: Path) ->
             auth=(admin["username"], admin["secret"]),
         )
         assert r.status_code == 403  # not a member of project 1
-        today = time.strftime("%Y-%m-%d", time.gmtime())
+        # Export dates are the project's days: Berlin's today (UTC's date is yesterday there
+        # between 23:00 and 24:00 UTC, when the event would fall outside the range).
+        today = datetime.now(ZoneInfo("Europe/Berlin")).date().isoformat()
         export = httpx.get(
             server.base + "/api/2.0/export",
             params={"from_date": "2020-01-01", "to_date": today},
