@@ -521,8 +521,15 @@ class Runner:
                 max_ratio=bound.max_inflation_ratio,
                 size=bound.block_bytes,
             )
-            rows = self.open_locator if self.rows_sink is not None and not job.dry_run else None
-            spec = BlockSpec(job.id, job.project_id, bound.limits, int(time.time() * 1000), rows, bound.geoip_db)
+            builds_rows = self.rows_sink is not None and not job.dry_run
+            spec = BlockSpec(
+                job.id,
+                job.project_id,
+                bound.limits,
+                int(time.time() * 1000),
+                open_locator=self.open_locator if builds_rows else None,
+                geoip_db=bound.geoip_db,
+            )
             latest: dict[str, bytes] = {}  # uid -> its latest record's profile candidate
             pending: deque[asyncio.Future[bytes]] = deque()
             # Blocks in flight: enough that the workers keep mapping while a publish is awaited.
@@ -693,10 +700,10 @@ class Runner:
             seen.update(fresh)
             if not job.dry_run and updates:
                 await self._publish(job, USER_UPDATES, updates)
-            for counts in (job.counts, also) if also is not None else (job.counts,):
+            for counts in (job.counts,) if also is None else (job.counts, also):
                 if job.dry_run:
                     counts.profiles_to_update += len(fresh)
-                elif updates:
+                else:  # `fresh` is empty when nothing was published
                     counts.profiles_updated += len(fresh)
 
     def _check(self, job: Job) -> None:
