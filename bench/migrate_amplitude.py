@@ -175,9 +175,13 @@ def one_job(folder: Path, data: Path, days: int, env: dict[str, str]) -> dict[st
         seconds = time.perf_counter() - started
         load_after = os.getloadavg()
         cpu_serve = cpu_seconds(proc.pid) - cpu_before
-        workers = children(proc.pid)  # alive until serve stops; started by the job
+        # serve's job process (started by the job, alive until serve stops) and its mapping workers
+        (job_process,) = [c for c in children(proc.pid) if b"job_process" in Path(f"/proc/{c}/cmdline").read_bytes()]
+        workers = children(job_process)
+        cpu_job = cpu_seconds(job_process)
         cpu_workers = sum(cpu_seconds(w) for w in workers)
         rss = peak_rss_mb(proc.pid)
+        rss_job = peak_rss_mb(job_process)
         rss_workers = [round(peak_rss_mb(w)) for w in workers]
     finally:
         proc.terminate()
@@ -191,8 +195,10 @@ def one_job(folder: Path, data: Path, days: int, env: dict[str, str]) -> dict[st
         "events_per_second": round(imported / seconds),
         "load_average_1m": [round(load_before[0], 1), round(load_after[0], 1)],
         "cpu_us_per_event_serve": round(cpu_serve * per_event, 1),
+        "cpu_us_per_event_job_process": round(cpu_job * per_event, 1),
         "cpu_us_per_event_workers": round(cpu_workers * per_event, 1),
         "workers": len(workers),
+        "peak_rss_mb_job_process": round(rss_job),
         "peak_rss_mb_serve": round(rss),
         "peak_rss_mb_workers": rss_workers,
     }
@@ -243,6 +249,7 @@ def main(argv: list[str] | None = None) -> None:
             "rounds": len(rounds),
             "events_per_second_each": [r["events_per_second"] for r in rounds],
             **median,  # the round with the median rate
+            "peak_rss_mb_job_process_max": max(r["peak_rss_mb_job_process"] for r in rounds),
             "peak_rss_mb_serve_max": max(r["peak_rss_mb_serve"] for r in rounds),
             "stages_us_per_event_one_core": steps,
             "target": {"events_per_second": 30_000, "peak_rss_mb": 500},

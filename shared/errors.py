@@ -34,6 +34,16 @@ class FootfallError(Exception):
     def headers(self) -> dict[str, str]:
         return {"Retry-After": str(self.retry_after)} if self.retry_after is not None else {}
 
+    def __reduce__(self) -> tuple[object, tuple[object, ...]]:
+        # Picklable whatever a subclass's constructor takes: errors cross from a job process.
+        return (_restore, (type(self), self.status, self.message, self.retry_after))
+
+
+def _restore(cls: type[FootfallError], status: int, message: str, retry_after: int | None) -> FootfallError:
+    error = cls.__new__(cls)
+    FootfallError.__init__(error, status, message, retry_after=retry_after)
+    return error
+
 
 class ParamError(FootfallError):
     """A missing or invalid request value (400); the message names the parameter or member."""

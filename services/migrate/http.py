@@ -11,7 +11,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from footfall.services.migrate.request import parse_request
-from footfall.services.migrate.runner import Runner
+from footfall.services.migrate.runner import Jobs
 from footfall.shared.auth import Authenticator, parse_basic
 from footfall.shared.errors import AuthError
 from footfall.shared.web import Interface, json_response, plain_error, read_body
@@ -28,7 +28,7 @@ def _client(request: Request) -> str | None:
 
 def migrate_routes(
     authenticator: Authenticator,
-    runner: Runner,
+    runner: Jobs,
     *,
     today: Callable[[], date] = lambda: datetime.now(UTC).date(),
 ) -> list[Route]:

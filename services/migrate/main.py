@@ -2,14 +2,14 @@
 profile updates go to Kafka (`KafkaSink`, the workers dedup and insert); job state and the
 credential directory come from the warehouse. No logic lives here.
 
-`build_runner` is also what `footfall serve` mounts (with its own sink).
+`footfall serve` runs the same `Runner` in its job process (`services/standalone/job_process.py`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -24,7 +24,6 @@ from footfall.services.migrate.store import WarehouseJobStore, load_cipher
 from footfall.shared.auth import Authenticator
 from footfall.shared.metadata import MetadataRepository
 from footfall.shared.schema import apply_migrations
-from footfall.shared.streams import Locator
 from footfall.shared.warehouse import ClickHouseWarehouse, Warehouse, WarehouseError, open_warehouse
 from footfall.shared.web import build_starlette
 
@@ -40,15 +39,9 @@ class MigrateProcess:
     runner: Runner
 
 
-def build_runner(
-    settings: MigrateSettings,
-    warehouse: Warehouse,
-    sink: Publisher,
-    open_locator: Callable[[str], Locator] | None = None,
-) -> Runner:
-    """`open_locator`: how the store locates addresses, for a sink that takes rows (`serve`)."""
+def build_runner(settings: MigrateSettings, warehouse: Warehouse, sink: Publisher) -> Runner:
     cipher = load_cipher(settings.key, settings.store.data_dir)
-    return Runner(WarehouseJobStore(warehouse), warehouse.run, sink, settings, cipher, open_locator=open_locator)
+    return Runner(WarehouseJobStore(warehouse), warehouse.run, sink, settings, cipher)
 
 
 def build_migrate(settings: MigrateSettings) -> MigrateProcess:

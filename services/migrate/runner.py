@@ -55,9 +55,10 @@ from footfall.services.migrate.work import (
 )
 from footfall.shared.errors import FootfallError, NotFoundError, UnavailableError
 from footfall.shared.events import Event
-from footfall.shared.streams import EVENTS, USER_UPDATES, Intake, Locator, Rows, Stream
+from footfall.shared.streams import EVENTS, USER_UPDATES, Intake, Locator, Stream
+from footfall.shared.streams.stream import PackedRows
 
-__all__ = ["Publisher", "Runner"]
+__all__ = ["Jobs", "Publisher", "RowsPublisher", "Runner"]
 
 log = structlog.get_logger(__name__)
 
@@ -76,10 +77,22 @@ class RowsPublisher(Protocol):
     """A sink that also stores rows its stream's builder made elsewhere (the embedded one): the
     mapping workers then build the events' rows, and the job's process only inserts them."""
 
-    async def publish_rows(self, stream: Stream[Any], built: Rows) -> None: ...
+    async def publish_rows(self, stream: Stream[Any], packed: PackedRows) -> None: ...
 
 
 RunBlocking = Callable[..., Awaitable[Any]]
+
+
+class Jobs(Protocol):
+    """What the routes ask of the jobs: the `Runner`, or `serve`'s job process in front of one."""
+
+    settings: MigrateSettings
+
+    async def submit(self, req: MigrationRequest, project_id: int) -> Job: ...
+
+    async def get(self, project_id: int, job_id: str) -> Job: ...
+
+    async def cancel(self, project_id: int, job_id: str) -> Job: ...
 
 
 class _Cancelled(Exception):
@@ -96,7 +109,7 @@ class _Batch:
     first_ms: int | None = None  # the earliest and latest valid event times
     last_ms: int | None = None
     valid: int = 0  # events that passed validation: `events`, or their table rows in `rows`
-    rows: Rows | None = None
+    rows: list[bytes] = field(default_factory=list)  # packed table rows, a blob per block
 
     def bad(self, reason: str) -> None:
         self.invalid[reason] = self.invalid.get(reason, 0) + 1
@@ -105,13 +118,11 @@ class _Batch:
         """Gather another batch's events and counts into this one (in order)."""
         self.events += other.events
         self.valid += other.valid
-        if other.rows is not None:
-            if self.rows is None:
-                self.rows = Rows([list(c) for c in other.rows.columns], list(other.rows.keys))
-            else:
-                for column, more in zip(self.rows.columns, other.rows.columns, strict=True):
-                    column.extend(more)
-                self.rows.keys.extend(other.rows.keys)
+        if isinstance(other, Block):
+            if other.rows is not None:
+                self.rows.append(other.rows)  # gathered unopened: the store's process opens them
+        else:
+            self.rows += other.rows
         self.read += other.read
         for reason, n in other.invalid.items():
             self.invalid[reason] = self.invalid.get(reason, 0) + n
@@ -658,11 +669,11 @@ class Runner:
         if job.dry_run:
             counts.events_to_import += batch.valid
         elif batch.valid:
-            await self._publish(job, EVENTS, batch.events, batch.rows)
+            await self._publish(job, EVENTS, batch.events, PackedRows(batch.rows) if batch.rows else None)
             counts.events_imported += batch.valid
             metrics.EVENTS_IMPORTED.labels(job.source_tool).inc(batch.valid)
 
-    async def _publish(self, job: Job, stream: Stream[T], items: list[T], rows: Rows | None = None) -> None:
+    async def _publish(self, job: Job, stream: Stream[T], items: list[T], rows: PackedRows | None = None) -> None:
         """Publish through the ingestion sink (`rows`, when given, are the items' table rows for
         a `RowsPublisher`); while it answers unavailable (a broker still connecting or down, a
         store failing) retry with backoff, for `retries` attempts and at least

@@ -29,8 +29,9 @@ from footfall.services.migrate.download import MAX_LINE
 from footfall.services.migrate.mapping import AmplitudeEvent, Malformed, amplitude_event, profile_update, truncated
 from footfall.shared.config import ImportLimits
 from footfall.shared.events import Event
-from footfall.shared.streams import EVENTS, Intake, Locator, Rows
+from footfall.shared.streams import EVENTS, Intake, Locator
 from footfall.shared.streams.events import build_event_rows
+from footfall.shared.streams.stream import PackedRows
 
 __all__ = ["Block", "BlockSpec", "amplitude_block", "decode_block", "watch_parent"]
 
@@ -65,7 +66,7 @@ class Block:
     first_ms: int | None = None
     last_ms: int | None = None
     valid: int = 0  # events that passed validation (`events` holds them, or `rows` their rows)
-    rows: Rows | None = None
+    rows: bytes | None = None  # the events' table rows, packed (`PackedRows.pack`)
     # uid -> `profile_candidate` of the latest record of each user in the block (§14.5; on a
     # tie the later line); the chunk keeps the latest over its blocks.
     profiles: dict[str, bytes] = field(default_factory=dict)
@@ -165,8 +166,8 @@ def _locator(open_locator: Callable[[str], Locator], geoip_db: str) -> Locator:
 
 def amplitude_block(block: bytes, spec: BlockSpec) -> bytes:
     """Worker side: a block of NDJSON lines → the marshalled outcome (`decode_block` reads
-    it): with `spec.open_locator` the events' table rows (columns and dedup keys), else the
-    events. Everything built here is plain data without cycles, so the cyclic collector
+    it): with `spec.open_locator` the events' table rows (columns and dedup keys, packed), else
+    the events. Everything built here is plain data without cycles, so the cyclic collector
     (which the block's many new containers would trigger over and over) is paused meanwhile."""
     paused = gc.isenabled()
     gc.disable()
@@ -175,7 +176,7 @@ def amplitude_block(block: bytes, spec: BlockSpec) -> bytes:
         if spec.open_locator is not None:
             locator = _locator(spec.open_locator, spec.geoip_db)
             built, _dropped = build_event_rows(out.events, locator, int(time.time() * 1000))
-            payload: tuple[Any, ...] = (built.columns, built.keys)
+            payload: Any = PackedRows.pack(built)  # opened only by the store's process
         else:
             payload = ([(e.event, e.time_ms, e.distinct_id, e.insert_id, e.properties, e.ip) for e in out.events],)
         head = (out.read, out.invalid, out.first_ms, out.last_ms, out.valid, out.profiles)
@@ -194,8 +195,8 @@ def decode_block(blob: bytes, project_id: int) -> Block:
     gc.disable()
     try:
         read, invalid, first_ms, last_ms, valid, profiles, payload = marshal.loads(blob)  # noqa: S302 - our workers' output
-        if len(payload) == 2:
-            return Block(read, invalid, [], first_ms, last_ms, valid, Rows(*payload), profiles)
+        if isinstance(payload, bytes):
+            return Block(read, invalid, [], first_ms, last_ms, valid, payload, profiles)
         events = [Event(project_id, *e) for e in payload[0]]
         return Block(read, invalid, events, first_ms, last_ms, valid, None, profiles)
     finally:

@@ -27,9 +27,10 @@ from footfall.services.gateway.app import INGESTION, ingestion_routes
 from footfall.services.gateway.ratelimit import open_rate_limiter
 from footfall.services.gateway.sinks import Sink
 from footfall.services.migrate.http import MIGRATE, migrate_routes
-from footfall.services.migrate.main import build_runner
+from footfall.services.migrate.store import WarehouseJobStore
 from footfall.services.query.app import cohort_counter, query_routes
 from footfall.services.query.endpoints import QUERY
+from footfall.services.standalone.job_process import JobProcess
 from footfall.services.standalone.settings import ServeSettings
 from footfall.services.standalone.sink import EmbeddedSink
 from footfall.services.ui import UI, UiSettings, ui_routes
@@ -103,8 +104,15 @@ def build_embedded(settings: ServeSettings, *, sink: Sink | None = None) -> Embe
     # Started in the background and stopped within the shutdown budget: HTTP (and so
     # /healthz and queries) answers at once, whatever the broker does (shared.lifecycle).
     services = Services.of(sink, *background)
-    # The migration service's jobs; with the embedded sink its workers build the events' rows.
-    migrations = build_runner(settings.migrate, warehouse, sink, open_locator=open_enricher)
+    # The migration service's jobs run in a process of their own (its store calls and publishes
+    # come back here); with the embedded sink its mapping workers build the events' rows.
+    migrations = JobProcess(
+        settings.migrate,
+        WarehouseJobStore(warehouse),
+        warehouse.run,
+        sink,
+        projects=lambda: sorted(authenticator.directory.projects),
+    )
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -21,8 +21,8 @@ import structlog
 
 from footfall.services.worker.store import store_batch
 from footfall.shared.errors import UnavailableError
-from footfall.shared.streams import Locator, Rows, Stream
-from footfall.shared.streams.stream import insert_built
+from footfall.shared.streams import Locator, Stream
+from footfall.shared.streams.stream import PackedRows, insert_packed
 from footfall.shared.warehouse import Warehouse, WarehouseError
 
 log = structlog.get_logger(__name__)
@@ -88,11 +88,11 @@ class EmbeddedSink:
         # The insert goes on if this request is cancelled (its client left): others share it.
         return await asyncio.shield(waiter.done)
 
-    async def publish_rows(self, stream: Stream[Any], built: Rows) -> None:
+    async def publish_rows(self, stream: Stream[Any], packed: PackedRows) -> None:
         """Rows of `stream` built elsewhere by the stream's own builder (the migration's mapping
-        workers run `build_event_rows`): one insert, returning once stored."""
+        workers run `build_event_rows`), packed: opened and inserted at once, returning once stored."""
         try:
-            await self.warehouse.run(insert_built, self.warehouse, stream.table, built)
+            await self.warehouse.run(insert_packed, self.warehouse, stream.table, packed)
         except WarehouseError as exc:
             log.error("embedded_insert_failed", stream=stream.name, error=str(exc)[:2000])
             raise UnavailableError("storage unavailable, retry with backoff") from exc

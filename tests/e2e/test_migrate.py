@@ -156,14 +156,16 @@ def test_amplitude_then_footfall_as_a_mixpanel_source(tmp_path: Path, source: tu
                 break
             time.sleep(0.1)
         assert first.proc is not None
-        workers = children(first.proc.pid)  # the mapping workers
+        job_process = children(first.proc.pid)  # serve's job process, and its mapping workers
+        workers = job_process + [w for p in job_process for w in children(p)]
+        assert len(job_process) == 1 and len(workers) > 1
         first.proc.kill()
         first.proc.wait()
         first.proc = None
         gone = time.monotonic() + 10
         while any(map(alive, workers)) and time.monotonic() < gone:
             time.sleep(0.2)
-        assert workers and not any(map(alive, workers))  # none outlives serve
+        assert not any(map(alive, workers))  # none outlives serve
         assert job["state"] == "running" and job["counts"]["chunks_done"] < DAYS
         requests_before = len(faults.requests)
         first.start()  # the job resumes by itself

@@ -10,9 +10,13 @@ dropped mid-body, an oversized hour (the job fails, the same request resumes it)
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,15 +25,19 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from footfall.services.migrate import metrics
+from footfall.services.migrate.model import FINAL
 from footfall.services.migrate.request import parse_request
 from footfall.services.migrate.runner import Runner
 from footfall.services.migrate.settings import MigrateSettings
 from footfall.services.migrate.store import Cipher, WarehouseJobStore
+from footfall.services.standalone.job_process import JobProcess
 from footfall.services.worker.enrich import open_enricher
-from footfall.shared.errors import UnavailableError
+from footfall.shared.errors import NotFoundError, UnavailableError
 from footfall.shared.events import Event
 from footfall.shared.profiles.updates import ProfileUpdate
-from footfall.shared.streams import EVENTS, USER_UPDATES, Rows, Stream
+from footfall.shared.streams import EVENTS, USER_UPDATES, Stream
+from footfall.shared.streams.stream import PackedRows
 from footfall.shared.warehouse import ClickHouseWarehouse
 from tests.integration.migrate import reference
 from tests.integration.migrate.fake_amplitude import API_KEY, SECRET_KEY, Dataset, Faults, amplitude_app, serve
@@ -225,8 +233,9 @@ class RowsCollector(Collector):
         super().__init__()
         self.inserts: list[dict[str, list[Any]]] = []
 
-    async def publish_rows(self, stream: Stream[Any], built: Rows) -> None:
+    async def publish_rows(self, stream: Stream[Any], packed: PackedRows) -> None:
         assert stream is EVENTS
+        built = packed.unpack()
         self.inserts.append(dict(zip(EVENTS.table.column_names, built.columns, strict=True)))
 
 
@@ -376,3 +385,75 @@ def test_an_unavailable_destination_is_retried_then_fails_the_job(
     failed = asyncio.run(run_job(new_runner(source, down, store, retries=2), one_day, project_id=2))
     assert failed.state == "failed" and failed.error.code == "destination_unavailable"
     assert failed.counts.chunks_done == 0 and failed.error.chunk == FIRST.date().isoformat()
+
+
+def inserted_ids(sink: RowsCollector) -> list[str]:
+    return [i for rows in sink.inserts for i in rows["insert_id"]]
+
+
+async def until_final(jobs: JobProcess, job_id: str, seconds: float = 120) -> Any:
+    deadline = time.monotonic() + seconds
+    while True:
+        job = await jobs.get(1, job_id)
+        if job.state in FINAL or time.monotonic() > deadline:
+            return job
+        await asyncio.sleep(0.1)
+
+
+def test_serve_runs_jobs_in_a_job_process_of_their_own(data: Dataset, source: str, store: WarehouseJobStore) -> None:
+    """serve's `JobProcess`: the runner in a child process; the store and the sink stay here."""
+    sink = RowsCollector()
+    jobs = JobProcess(settings(source, key=KEY.decode()), store, store.warehouse.run, sink, projects=lambda: [1])
+    imported = metrics.EVENTS_IMPORTED.labels("amplitude")
+
+    async def scenario() -> tuple[Any, int | None, float]:
+        assert await jobs.resume_all([1]) == 0 and jobs.pid is None  # nothing to resume: no process
+        with pytest.raises(NotFoundError):
+            await jobs.get(1, "no-such-job")
+        before = imported._value.get()
+        job = await jobs.submit(parse_request("amplitude", body(), today=date(2026, 11, 26)), 1)
+        pid = jobs.pid
+        assert pid is not None and pid != os.getpid()
+        done = await until_final(jobs, job.id)
+        deadline = time.monotonic() + 10  # the job process reports its metrics every second
+        while imported._value.get() - before < done.counts.events_imported and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        await jobs.stop()
+        return done, pid, imported._value.get() - before
+
+    done, pid, counted = asyncio.run(scenario())
+    expected, invalid = reference.expected_events(data.uploaded(FIRST, DAYS), done.id)
+    assert done.state == "succeeded", done.error
+    assert done.counts.events_imported == len(expected) == counted and done.counts.events_invalid == invalid
+    assert not sink.events and sorted(inserted_ids(sink)) == sorted(expected)  # rows built by its workers
+    assert profiles_of(sink.updates) == reference.expected_profiles(chunks_of(data, set()))
+    assert store.get(1, done.id)[0].state == "succeeded"  # its state lives in this process's store
+    assert not Path(f"/proc/{pid}").exists() or "(Z)" in Path(f"/proc/{pid}/stat").read_text()  # it exited
+
+
+def test_a_job_process_that_dies_is_started_again_and_resumes_its_job(
+    data: Dataset, faults: Faults, source: str, store: WarehouseJobStore
+) -> None:
+    faults.slow = 0.3  # per answer: the job is still running when its process is killed
+    sink = RowsCollector()
+    jobs = JobProcess(settings(source, key=KEY.decode()), store, store.warehouse.run, sink, projects=lambda: [1])
+
+    async def scenario() -> tuple[Any, int, int | None]:
+        job = await jobs.submit(parse_request("amplitude", body(), today=date(2026, 11, 26)), 1)
+        while (await jobs.get(1, job.id)).counts.chunks_done < 1:
+            await asyncio.sleep(0.05)
+        first = jobs.pid
+        assert first is not None
+        os.kill(first, signal.SIGKILL)
+        done = await until_final(jobs, job.id)
+        second = jobs.pid
+        await jobs.stop()
+        return done, first, second
+
+    done, first, second = asyncio.run(scenario())
+    expected, _ = reference.expected_events(data.uploaded(FIRST, DAYS), done.id)
+    assert done.state == "succeeded", done.error
+    assert second is not None and second != first
+    assert done.counts.chunks_done == DAYS and done.counts.events_imported == len(expected)
+    assert set(inserted_ids(sink)) == set(expected)  # a chunk redone after the kill adds copies, never gaps
+    assert profiles_of(sink.updates) == reference.expected_profiles(chunks_of(data, set()))

@@ -85,6 +85,7 @@ def test_rows_built_by_a_worker_are_the_rows_the_store_builds() -> None:
     from footfall.shared.config import ImportLimits
     from footfall.shared.schema.catalog import EVENTS as EVENTS_TABLE
     from footfall.shared.streams.events import build_event_rows
+    from footfall.shared.streams.stream import PackedRows
     from tests.integration.migrate.fake_amplitude import Dataset
 
     data = Dataset.generate(datetime(2026, 10, 1, tzinfo=UTC), 1, per_day=300)
@@ -98,10 +99,11 @@ def test_rows_built_by_a_worker_are_the_rows_the_store_builds() -> None:
     assert as_rows.valid == as_events.valid == len(as_events.events) > 250
     assert (as_rows.read, as_rows.invalid, as_rows.profiles) == (as_events.read, as_events.invalid, as_events.profiles)
     expected, dropped = build_event_rows(as_events.events, open_enricher(""), 0)
-    assert dropped == 1 and len(as_rows.rows) == len(expected) == as_rows.valid - 1
-    assert as_rows.rows.keys == expected.keys
+    built = PackedRows([as_rows.rows]).unpack()
+    assert dropped == 1 and len(built) == len(expected) == as_rows.valid - 1
+    assert built.keys == expected.keys
     names = EVENTS_TABLE.column_names
-    for name, got, want in zip(names, as_rows.rows.columns, expected.columns, strict=True):
+    for name, got, want in zip(names, built.columns, expected.columns, strict=True):
         if name != "ingested_at":
             assert got == want, name
 
