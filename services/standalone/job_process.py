@@ -45,7 +45,7 @@ __all__ = ["JobProcess"]
 log = structlog.get_logger(__name__)
 
 MODULE = "footfall.services.standalone.job_process"
-STOP_SECONDS = 3.0  # within serve's shutdown budget: the job process's jobs stop, or it is killed
+STOP_SECONDS = 2.0  # within serve's 5 s shutdown budget: its jobs stop (then 1 s to exit), or it is killed
 RESTART_SECONDS = (1.0, 300.0)  # backoff between restarts after the job process died
 METRICS_SECONDS = 1.0
 _STREAMS = {s.name: s for s in STREAMS}
@@ -129,7 +129,7 @@ class JobProcess:
             await asyncio.wait_for(channel.call("stop"), STOP_SECONDS)
         await channel.close()  # its stdin closes: it exits
         try:
-            await asyncio.wait_for(process.wait(), STOP_SECONDS)
+            await asyncio.wait_for(process.wait(), 1.0)
         except TimeoutError:
             process.kill()
             await process.wait()
