@@ -83,6 +83,11 @@ class ProfileUpdate(NamedTuple):
     def is_group(self) -> bool:
         return self.group_key != ""
 
+    def __reduce__(self) -> tuple[type[ProfileUpdate], tuple[Any, ...]]:
+        # Pickled as its fields: a named tuple's default pickling costs ~2.5× as much both
+        # ways (a migration job process sends serve hundreds of thousands of updates).
+        return (ProfileUpdate, tuple(self))
+
 
 @dataclass(frozen=True, slots=True)
 class UpdateFailure:

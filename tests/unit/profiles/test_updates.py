@@ -128,3 +128,15 @@ def test_failures_name_the_member_and_the_profile() -> None:
     assert isinstance(group_add, UpdateFailure) and group_add.field == "$add"
     two = _ours({"$distinct_id": "u", "$set": {}, "$unset": []}, False)
     assert isinstance(two, UpdateFailure) and two.field == "" and "exactly one" in two.message
+
+
+def test_an_update_pickles_as_itself() -> None:
+    """Updates cross from serve's migration job process to serve pickled (as their fields)."""
+    import pickle
+
+    for update in (
+        ProfileUpdate(1, "", "u1", "$set", {"plan": "pro", "n": [1, 2]}, 5),
+        ProfileUpdate(7, "company", "acme", "$unset", ["x"], 9, True, "10.0.0.1"),
+    ):
+        again = pickle.loads(pickle.dumps(update))  # noqa: S301 - our own bytes
+        assert again == update and type(again) is ProfileUpdate and again.is_group == update.is_group
