@@ -78,7 +78,7 @@ class JobProcess:
         self._process: asyncio.subprocess.Process | None = None
         self._channel: Channel | None = None
         self._starting = asyncio.Lock()
-        self._stopping = False
+        self._stopping = asyncio.Event()
         self._watch: asyncio.Task[None] | None = None
         self._seen: metrics.Totals = {}  # the job process's metric totals counted so far
         self._restarts = 0
@@ -119,7 +119,7 @@ class JobProcess:
         return 0
 
     async def stop(self) -> None:
-        self._stopping = True
+        self._stopping.set()
         if self._watch is not None:
             self._watch.cancel()
         process, channel = self._process, self._channel
@@ -144,7 +144,7 @@ class JobProcess:
 
     async def _started(self) -> Channel:
         async with self._starting:
-            if self._stopping:
+            if self._stopping.is_set():
                 raise UnavailableError("the service is stopping")
             if self._channel is not None and not self._channel.closed.is_set():
                 return self._channel
@@ -176,7 +176,7 @@ class JobProcess:
         """A job process that dies while serve runs is started again; its jobs resume."""
         code = await process.wait()
         await channel.close()
-        if self._stopping:
+        if self._stopping.is_set():
             return
         if self._channel is channel:  # (a request may have started the next one already)
             self._channel = self._process = None
@@ -184,6 +184,8 @@ class JobProcess:
         self._restarts = 0 if time.monotonic() - started > 600 else self._restarts + 1
         low, high = RESTART_SECONDS
         await asyncio.sleep(min(high, low * 2 ** min(self._restarts, 10)))
+        if self._stopping.is_set():
+            return
         try:
             await self.resume_all(self.projects())
         except Exception as exc:  # the next request or restart tries again
