@@ -75,7 +75,8 @@ class Publisher(Protocol):
 @runtime_checkable
 class RowsPublisher(Protocol):
     """A sink that also stores rows its stream's builder made elsewhere (the embedded one): the
-    mapping workers then build the events' rows, and the job's process only inserts them."""
+    mapping workers then build and pack the events' rows, the job forwards them unopened, and
+    the store's process opens and inserts them."""
 
     async def publish_rows(self, stream: Stream[Any], packed: PackedRows) -> None: ...
 
