@@ -313,6 +313,7 @@ async def _serve_jobs(reader: asyncio.StreamReader, writer: asyncio.StreamWriter
 
 
 async def _main(channel_fd: int) -> None:
+    structlog.contextvars.bind_contextvars(process="migrate-jobs")  # its lines in serve's log say whose they are
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader()
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin.buffer)
