@@ -4,14 +4,17 @@ served by a local stand-in, migrated by the migration service of a `footfall ser
 
 The export is generated once into day files (so the stand-in holds nothing in memory); the job
 covers every day. Measured, from the 202 to `succeeded`: events imported per second; CPU per
-event of the serve process (the job's reading, publishing and the store) and of its mapping
-workers (`FOOTFALL_MIGRATE_WORKERS` processes: decode, map, validate); peak RSS (VmHWM) of the
-serve process (which holds the job, the store and the query service) and of each worker; the
-load average beside them. The job runs `--rounds` times (default 3), each into a fresh `serve`:
-this machine's rate varies ±15 % between identical runs, so every rate is written and the
-median round's figures are reported. `stages` times the job's steps on one day in this process, one core:
-inflating into blocks, a worker's work per block, and rebuilding the events in the job's process.
-Target (issue 14): 2,000,000 events at >= 30,000 events/s with peak RSS < 500 MB.
+event of the serve process (the store: inserts and profile commits), of its job process (the
+migrate process: fetching, inflating, gathering, choosing profiles) and of the job process's
+mapping workers (`FOOTFALL_MIGRATE_WORKERS` processes: decode, map, validate, build rows); peak
+RSS (VmHWM) of each (the target is the job process's); the load average beside them. The job
+runs `--rounds` times (default 3), each into a fresh `serve`: this machine's rate varies ±15 %
+between identical runs (and by up to 40 % between its quiet and slow phases), so every rate is
+written and the median round's figures are reported. `stages` times the job's steps on one day
+in this process, one core — inflating into blocks, a worker's work per block, rebuilding events —
+which also shows the machine's phase.
+Target (issue 14): 2,000,000 events at >= 30,000 events/s with peak RSS of the migrate process
+< 500 MB.
 
     python -m bench migrate_amplitude                  # 2,000,000 events, 3 jobs (median reported)
     python -m bench migrate_amplitude --events 200000 --rounds 1  # a quicker run
