@@ -184,6 +184,7 @@ class AmplitudeEvent:
     time_ms: int
     user: dict[str, Any] | None = None  # the record's user_properties and event_properties,
     own: dict[str, Any] | None = None  # read only when the event fails validation (rare)
+    profile: dict[str, Any] | None = None  # what it `$set`s on its user's profile (with a user id)
 
     @property
     def user_keys(self) -> frozenset[str]:
@@ -193,10 +194,6 @@ class AmplitudeEvent:
             return frozenset()
         own = self.own or {}
         return frozenset(k for k, v in self.user.items() if v is not None and own.get(k) is None)
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
 
 
 def amplitude_event(record: Any, job_id: str) -> AmplitudeEvent:
@@ -221,11 +218,16 @@ def amplitude_event(record: Any, job_id: str) -> AmplitudeEvent:
             raise Malformed("properties.time")
     uid, did = _identity(record.get("user_id")), _identity(record.get("device_id"))
     props: dict[str, Any] = {k: v for k, v in record.items() if v is not None and k not in _CONSUMED}
+    # §14.5: what the record would `$set` on its user's profile, gathered in the same loops
+    # (user properties but `initial_*` "EMPTY", the renamed fields, the country code).
+    profile: dict[str, Any] | None = {} if uid else None
     user = record.get("user_properties")
     if isinstance(user, dict) and user:
         for k, v in user.items():
             if v is not None:
                 props[k] = v
+                if profile is not None and not (v == "EMPTY" and k.startswith("initial_")):
+                    profile[k] = v
     else:
         user = None
     groups = record.get("groups")
@@ -244,11 +246,15 @@ def amplitude_event(record: Any, job_id: str) -> AmplitudeEvent:
         value = record.get(source)
         if value is not None and value != "":
             props[target] = value
+            if profile is not None:
+                profile[target] = value
     country = record.get("country")
     if isinstance(country, str) and country:
         code = country_code(country)
         if code:
             props["mp_country_code"] = code
+            if profile is not None:
+                profile["$country_code"] = code
         else:
             props["country"] = country
     ip = record.get("ip_address")
@@ -264,7 +270,7 @@ def amplitude_event(record: Any, job_id: str) -> AmplitudeEvent:
     props["$import"] = True
     props["$source"] = MARKER_SOURCE
     props["$migration_job_id"] = job_id
-    return AmplitudeEvent({"event": event, "properties": props}, uid, time_ms, user, own)
+    return AmplitudeEvent({"event": event, "properties": props}, uid, time_ms, user, own, profile)
 
 
 def truncated(event: AmplitudeEvent) -> dict[str, Any]:
@@ -274,21 +280,9 @@ def truncated(event: AmplitudeEvent) -> dict[str, Any]:
     return {"event": event.item["event"], "properties": props}
 
 
-def profile_update(record: dict[str, Any], uid: str, time_ms: int) -> dict[str, Any]:
-    """§14.5: the `/engage` update of the record that is a user's latest in its chunk."""
-    values: dict[str, Any] = {}
-    for k, v in _dict(record.get("user_properties")).items():
-        if v is None or (k.startswith("initial_") and v == "EMPTY"):
-            continue
-        values[k] = v
-    for source, target in _MAPPED.items():  # the same fields as the events'
-        value = record.get(source)
-        if value is not None and value != "":
-            values[target] = value
-    country = record.get("country")
-    code = country_code(country) if isinstance(country, str) else None
-    if code:
-        values["$country_code"] = code
+def profile_update(uid: str, time_ms: int, values: dict[str, Any]) -> dict[str, Any]:
+    """§14.5: the `/engage` update of the record that is a user's latest in its chunk
+    (`values`: its `AmplitudeEvent.profile`)."""
     return {"$distinct_id": uid, "$set": values, "$time": time_ms, "$ignore_time": True}
 
 

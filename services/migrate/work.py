@@ -112,10 +112,10 @@ def map_lines(lines: list[bytes], spec: BlockSpec) -> Block:
             continue
         mapped.append(event)
         uid = event.uid
-        if uid:
+        if uid and event.profile is not None:
             seen = latest.get(uid)
             if seen is None or event.time_ms >= seen[0]:  # a later line wins a tie
-                latest[uid] = (event.time_ms, record)
+                latest[uid] = (event.time_ms, event.profile)
     longest = max(map(len, lines), default=0)
     events, failures = validate([m.item for m in mapped], spec, longest)
     retry = [f for f in failures if mapped[f.index].user_keys and f.field not in _IDENTITY_FIELDS]
@@ -131,7 +131,7 @@ def map_lines(lines: list[bytes], spec: BlockSpec) -> Block:
     if events:
         times = [e.time_ms for e in events]
         out.first_ms, out.last_ms = min(times), max(times)
-    out.profiles = {uid: profile_candidate(t, profile_update(record, uid, t)) for uid, (t, record) in latest.items()}
+    out.profiles = {uid: profile_candidate(t, profile_update(uid, t, values)) for uid, (t, values) in latest.items()}
     return out
 
 
