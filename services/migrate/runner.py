@@ -499,7 +499,7 @@ class Runner:
                 with contextlib.suppress(BaseException):
                     await closing
 
-    def _close(self, job: Job, winners: list[bytes], seen: set[str]) -> asyncio.Task[None]:
+    def _close(self, job: Job, winners: list[tuple[str, bytes]], seen: set[str]) -> asyncio.Task[None]:
         """Publish a read chunk's profile updates (each user's latest record), then commit the
         chunk with the cursor and counts it had when its events were read."""
         saved = self._snapshot(job)
@@ -509,17 +509,17 @@ class Runner:
             # cost less per update in larger batches, as the events' insert does.
             size = self.settings.publish_events
             for i in range(0, len(winners), size):  # unpacked a batch at a time
-                updates = [candidate_update(c) for c in winners[i : i + size]]
+                updates = [candidate_update(uid, c) for uid, c in winners[i : i + size]]
                 await self._profiles(job, updates, seen, also=saved.counts, size=size)
             await self._commit(job, "amplitude", saved)
 
         return asyncio.create_task(close(), name=f"migrate-close-{job.id}")
 
-    async def _amplitude_chunk(self, job: Job, fetched: Fetched) -> list[bytes]:
+    async def _amplitude_chunk(self, job: Job, fetched: Fetched) -> list[tuple[str, bytes]]:
         """Inflate the staged answer into line-aligned blocks (bounded, in a thread), map and
         validate the blocks in the worker processes (a few in flight), publish the events in
         order (blocks gathered into publishes of `publish_events`); return the chunk's profile
-        updates (each user's latest record, as `profile_candidate`s)."""
+        updates (each user's latest record: uid and `profile_candidate`)."""
         try:
             if fetched.status == 404:
                 return []
@@ -591,7 +591,7 @@ class Runner:
                 if publishing is not None:  # a failed chunk: its publish is finished, not abandoned half-way
                     with contextlib.suppress(BaseException):
                         await publishing
-            return list(latest.values())
+            return list(latest.items())
         finally:
             fetched.close()
 

@@ -72,16 +72,19 @@ class Block:
     profiles: dict[str, bytes] = field(default_factory=dict)
 
 
-def profile_candidate(time_ms: int, update: dict[str, Any]) -> bytes:
-    """A user's profile update with its record's time in front (8 bytes, offset to unsigned and
-    big-endian, so that the prefixes of two candidates compare as their times). One bytes object
-    rather than a tuple: the job keeps one per user for a whole chunk, and bytes are not tracked
-    by the cyclic collector."""
-    return _TIME.pack(time_ms + _OFFSET) + marshal.dumps(update)
+def profile_candidate(time_ms: int, values: dict[str, Any]) -> bytes:
+    """What a user's latest record `$set`s on its profile, with the record's time in front (8
+    bytes, offset to unsigned and big-endian, so that the prefixes of two candidates compare as
+    their times). One bytes object rather than a tuple: the job keeps one per user for a whole
+    chunk, and bytes are not tracked by the cyclic collector."""
+    return _TIME.pack(time_ms + _OFFSET) + marshal.dumps(values)
 
 
-def candidate_update(candidate: bytes) -> Any:
-    return marshal.loads(memoryview(candidate)[_TIME.size :])  # noqa: S302 - our workers' output
+def candidate_update(uid: str, candidate: bytes) -> dict[str, Any]:
+    """The §14.5 `/engage` update of a user's winning candidate."""
+    (stamp,) = _TIME.unpack_from(candidate)
+    values = marshal.loads(memoryview(candidate)[_TIME.size :])  # noqa: S302 - our workers' output
+    return profile_update(uid, stamp - _OFFSET, values)
 
 
 def validate(items: list[Any], spec: BlockSpec, longest: int) -> tuple[list[Event], list[Any]]:
@@ -131,7 +134,7 @@ def map_lines(lines: list[bytes], spec: BlockSpec) -> Block:
     if events:
         times = [e.time_ms for e in events]
         out.first_ms, out.last_ms = min(times), max(times)
-    out.profiles = {uid: profile_candidate(t, profile_update(uid, t, values)) for uid, (t, values) in latest.items()}
+    out.profiles = {uid: profile_candidate(t, values) for uid, (t, values) in latest.items()}
     return out
 
 

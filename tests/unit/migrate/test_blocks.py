@@ -115,5 +115,6 @@ def test_profile_candidates_compare_as_their_times() -> None:
     for a in times:
         for b in times:
             assert (profile_candidate(a, {"x": a})[:8] >= profile_candidate(b, {})[:8]) == (a >= b)
-    update = {"$distinct_id": "u", "$set": {"plan": "pro"}, "$time": 5, "$ignore_time": True}
-    assert candidate_update(profile_candidate(5, update)) == update
+    for t in (-1, 5, 1_790_833_320_779):
+        update = {"$distinct_id": "u", "$set": {"plan": "pro", "n": [1, 2]}, "$time": t, "$ignore_time": True}
+        assert candidate_update("u", profile_candidate(t, {"plan": "pro", "n": [1, 2]})) == update
