@@ -297,6 +297,7 @@ async def _serve_jobs(reader: asyncio.StreamReader, writer: asyncio.StreamWriter
             return await runner.resume_all(*args)
         if method == "stop":
             await runner.stop()
+            await channel.notify("metrics", metrics.totals())  # what the last second counted
             return None
         raise ValueError(f"no method {method[:40]!r}")
 
@@ -308,8 +309,6 @@ async def _serve_jobs(reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     if runner is not None:
         with contextlib.suppress(Exception):
             await asyncio.wait_for(runner.stop(), STOP_SECONDS)
-    with contextlib.suppress(Exception):
-        await channel.notify("metrics", metrics.totals())
 
 
 async def _main(channel_fd: int) -> None:
