@@ -47,8 +47,12 @@ lint: install-test
 	$(VENV)/bin/mypy
 
 # Runs the gates, starts local Kafka and Redis (deploy/local) unless FOOTFALL_KAFKA_BOOTSTRAP /
-# FOOTFALL_REDIS_URL already name them, runs the whole suite (in parallel, then the `serial`
-# tests that restart those services, alone), stops what it started.
+# FOOTFALL_REDIS_URL already name them, runs the whole suite, stops what it started.
+# The `serial` tests stop and restart Kafka or Redis, so they never share a pair with the
+# parallel phase: when this target starts the services itself it starts a second pair
+# (SERIAL_RUN_DIR, ports below) and runs the serial tests on it beside the parallel phase
+# (they mostly wait on restarts; their output follows the parallel phase's); with services
+# given through the environment they run after the parallel phase, on those.
 # The web UI's browser tests (tests/e2e/test_ui_browser.py) drive Debian's `chromium`:
 # installed here when it is missing and we are root (CI); otherwise those tests skip locally.
 browser:
@@ -59,17 +63,42 @@ browser:
 	  else echo "make: chromium is missing and we are not root: the browser tests will skip"; fi; \
 	fi
 
+SERIAL_RUN_DIR := deploy/local/.run-serial
+SERIAL_ENV := FOOTFALL_LOCAL_RUN_DIR=$(CURDIR)/$(SERIAL_RUN_DIR) FOOTFALL_LOCAL_KAFKA_PORT=19192 \
+	FOOTFALL_LOCAL_KAFKA_CONTROLLER_PORT=19193 FOOTFALL_LOCAL_REDIS_PORT=16479
+
 test: lint browser
 	@set -euo pipefail; \
-	started=""; \
-	if [ -z "$${FOOTFALL_KAFKA_BOOTSTRAP:-}" ] || [ -z "$${FOOTFALL_REDIS_URL:-}" ]; then \
-	  env_out="$$(deploy/local/services.sh start)" || exit 1; eval "$$env_out"; started=1; \
-	fi; \
-	trap '[ -n "$$started" ] && deploy/local/services.sh stop >&2 || true' EXIT; \
+	started=""; serial_pid=""; \
+	stop_all() { \
+	  [ -n "$$serial_pid" ] && kill "$$serial_pid" 2>/dev/null; \
+	  [ -n "$$started" ] && { deploy/local/services.sh stop >&2 || true; \
+	    env $(SERIAL_ENV) deploy/local/services.sh stop >&2 || true; }; \
+	}; \
+	trap stop_all EXIT; \
 	rc=0; \
-	$(PY) -m pytest -n $(TEST_WORKERS) -m "not serial" $(PYTEST_ARGS) || rc=$$?; \
-	echo "make: the serial phase (tests that stop and restart Kafka or Redis)"; \
-	$(PY) -m pytest -m serial $(PYTEST_ARGS) || { s=$$?; [ $$s -eq 5 ] || rc=$$s; }; \
+	if [ -z "$${FOOTFALL_KAFKA_BOOTSTRAP:-}" ] && [ -z "$${FOOTFALL_REDIS_URL:-}" ]; then \
+	  started=1; \
+	  env_out="$$(deploy/local/services.sh start)" || exit 1; \
+	  serial_out="$$(env $(SERIAL_ENV) deploy/local/services.sh start)" || exit 1; \
+	  echo "make: the serial tests (they stop and restart Kafka or Redis) run on a second pair, beside the parallel phase"; \
+	  mkdir -p build; \
+	  ( eval "$$serial_out"; export $(SERIAL_ENV); \
+	    exec $(PY) -m pytest -p no:cacheprovider -m serial $(PYTEST_ARGS) ) > build/serial-tests.log 2>&1 & \
+	  serial_pid=$$!; \
+	  eval "$$env_out"; \
+	  $(PY) -m pytest -n $(TEST_WORKERS) -m "not serial" $(PYTEST_ARGS) || rc=$$?; \
+	  s=0; wait "$$serial_pid" || s=$$?; serial_pid=""; \
+	  echo "make: the serial phase's output"; cat build/serial-tests.log; \
+	  [ $$s -eq 0 ] || [ $$s -eq 5 ] || rc=$$s; \
+	else \
+	  if [ -z "$${FOOTFALL_KAFKA_BOOTSTRAP:-}" ] || [ -z "$${FOOTFALL_REDIS_URL:-}" ]; then \
+	    env_out="$$(deploy/local/services.sh start)" || exit 1; eval "$$env_out"; started=1; \
+	  fi; \
+	  $(PY) -m pytest -n $(TEST_WORKERS) -m "not serial" $(PYTEST_ARGS) || rc=$$?; \
+	  echo "make: the serial phase (tests that stop and restart Kafka or Redis)"; \
+	  $(PY) -m pytest -m serial $(PYTEST_ARGS) || { s=$$?; [ $$s -eq 5 ] || rc=$$s; }; \
+	fi; \
 	exit $$rc
 
 test-unit: install-test
