@@ -15,7 +15,9 @@ applies newer entries to a known state. Decisions (semantics §6.3 and the issue
   sum, `$union`/`$append`/`$remove` onto a non-list — makes the whole update change nothing;
   so does an update after which the profile would break the property limits (255
   properties, `$last_seen` not counted; the nesting rules of event properties). Whether an
-  update clashes is decided at its place in time order.
+  update clashes is decided at its place in time order. Entries carry validated values
+  (`footfall.shared.profiles.updates`), so the values an operation leaves as sent (`$set`,
+  `$set_once`) are not checked again: only what an operation computes (`$add`, the lists).
 * `$unset` and `$remove` on a missing or deleted profile do nothing; every other operation
   creates it (`$delete` of a missing profile does nothing). A profile whose keys were all
   unset still exists; an update later than a `$delete` recreates the profile from nothing.
@@ -172,6 +174,12 @@ def _operate(props: dict[str, Any], op: str, value: Any) -> set[str]:
     return set(value)
 
 
+# Operations that leave every value they name exactly as sent (or remove it). The validator
+# checked those values against these limits when the update was ingested, so only the property
+# count and the values the place adds are checked when one applies.
+_AS_SENT = frozenset({"$set", "$set_once", "$unset"})
+
+
 def _within_limits(props: dict[str, Any], changed: Iterable[str], limits: ImportLimits) -> bool:
     if len(props) - (LAST_SEEN in props) >= limits.max_properties:
         return False
@@ -195,11 +203,13 @@ def _apply_one(props: dict[str, Any] | None, entry: Entry, limits: ImportLimits)
         named = _operate(after, entry.op, entry.value)
     except _Clash:
         return props, "type_clash"
+    placed = []
     for name, place in entry.geo:  # distinct names: adding one does not change the test of another
         if name not in named:
             after[name] = place
             named.add(name)
-    if not _within_limits(after, named, limits):
+            placed.append(name)
+    if not _within_limits(after, placed if entry.op in _AS_SENT else named, limits):
         return props, "limit"
     if not entry.ignore_time:
         after[LAST_SEEN] = last_seen_text(entry.time_ms)
