@@ -70,36 +70,36 @@ SERIAL_ENV := FOOTFALL_LOCAL_RUN_DIR=$(CURDIR)/$(SERIAL_RUN_DIR) FOOTFALL_LOCAL_
 
 test: lint browser
 	@set -euo pipefail; \
-	started=""; serial_pid=""; \
+	started=""; serial_started=""; serial_pid=""; env_out=""; \
 	stop_all() { \
-	  [ -n "$$serial_pid" ] && kill "$$serial_pid" 2>/dev/null; \
-	  [ -n "$$started" ] && { deploy/local/services.sh stop >&2 || true; \
-	    env $(SERIAL_ENV) deploy/local/services.sh stop >&2 || true; }; \
+	  if [ -n "$$serial_pid" ]; then kill "$$serial_pid" 2>/dev/null || true; fi; \
+	  if [ -n "$$started" ]; then deploy/local/services.sh stop >&2 || true; fi; \
+	  if [ -n "$$serial_started" ]; then env $(SERIAL_ENV) deploy/local/services.sh stop >&2 || true; fi; \
 	}; \
 	trap stop_all EXIT; \
-	rc=0; \
+	if [ -z "$${FOOTFALL_KAFKA_BOOTSTRAP:-}" ] || [ -z "$${FOOTFALL_REDIS_URL:-}" ]; then \
+	  env_out="$$(deploy/local/services.sh start)" || exit 1; started=1; \
+	fi; \
 	if [ -z "$${FOOTFALL_KAFKA_BOOTSTRAP:-}" ] && [ -z "$${FOOTFALL_REDIS_URL:-}" ]; then \
-	  started=1; \
-	  env_out="$$(deploy/local/services.sh start)" || exit 1; \
-	  serial_out="$$(env $(SERIAL_ENV) deploy/local/services.sh start)" || exit 1; \
+	  serial_out="$$(env $(SERIAL_ENV) deploy/local/services.sh start)" || exit 1; serial_started=1; \
 	  echo "make: the serial tests (they stop and restart Kafka or Redis) run on a second pair, beside the parallel phase"; \
 	  mkdir -p build; \
 	  ( eval "$$serial_out"; export $(SERIAL_ENV); \
 	    exec $(PY) -m pytest -p no:cacheprovider -m serial $(PYTEST_ARGS) ) > build/serial-tests.log 2>&1 & \
 	  serial_pid=$$!; \
-	  eval "$$env_out"; \
-	  $(PY) -m pytest -n $(TEST_WORKERS) -m "not serial" $(PYTEST_ARGS) || rc=$$?; \
-	  s=0; wait "$$serial_pid" || s=$$?; serial_pid=""; \
-	  echo "make: the serial phase's output"; cat build/serial-tests.log; \
-	  [ $$s -eq 0 ] || [ $$s -eq 5 ] || rc=$$s; \
-	else \
-	  if [ -z "$${FOOTFALL_KAFKA_BOOTSTRAP:-}" ] || [ -z "$${FOOTFALL_REDIS_URL:-}" ]; then \
-	    env_out="$$(deploy/local/services.sh start)" || exit 1; eval "$$env_out"; started=1; \
-	  fi; \
-	  $(PY) -m pytest -n $(TEST_WORKERS) -m "not serial" $(PYTEST_ARGS) || rc=$$?; \
-	  echo "make: the serial phase (tests that stop and restart Kafka or Redis)"; \
-	  $(PY) -m pytest -m serial $(PYTEST_ARGS) || { s=$$?; [ $$s -eq 5 ] || rc=$$s; }; \
 	fi; \
+	eval "$$env_out"; \
+	rc=0; \
+	$(PY) -m pytest -n $(TEST_WORKERS) -m "not serial" $(PYTEST_ARGS) || rc=$$?; \
+	s=0; \
+	if [ -n "$$serial_pid" ]; then \
+	  wait "$$serial_pid" || s=$$?; serial_pid=""; \
+	  echo "make: the serial phase's output"; cat build/serial-tests.log; \
+	else \
+	  echo "make: the serial phase (tests that stop and restart Kafka or Redis)"; \
+	  $(PY) -m pytest -m serial $(PYTEST_ARGS) || s=$$?; \
+	fi; \
+	[ $$s -eq 0 ] || [ $$s -eq 5 ] || rc=$$s; \
 	exit $$rc
 
 test-unit: install-test
