@@ -111,6 +111,7 @@ class _Batch:
     last_ms: int | None = None
     valid: int = 0  # events that passed validation: `events`, or their table rows in `rows`
     rows: list[bytes] = field(default_factory=list)  # packed table rows, a blob per block
+    row_count: int = 0  # rows in `rows`
 
     def bad(self, reason: str) -> None:
         self.invalid[reason] = self.invalid.get(reason, 0) + 1
@@ -121,9 +122,10 @@ class _Batch:
         self.valid += other.valid
         if isinstance(other, Block):
             if other.rows is not None:
-                self.rows.append(other.rows)  # gathered unopened: the store's process opens them
+                self.rows.append(other.rows)  # gathered unopened: the store inserts them as they are
         else:
             self.rows += other.rows
+        self.row_count += other.row_count
         self.read += other.read
         for reason, n in other.invalid.items():
             self.invalid[reason] = self.invalid.get(reason, 0) + n
@@ -670,7 +672,9 @@ class Runner:
         if job.dry_run:
             counts.events_to_import += batch.valid
         elif batch.valid:
-            await self._publish(job, EVENTS, batch.events, PackedRows(batch.rows) if batch.rows else None)
+            await self._publish(
+                job, EVENTS, batch.events, PackedRows(batch.rows, batch.row_count) if batch.rows else None
+            )
             counts.events_imported += batch.valid
             metrics.EVENTS_IMPORTED.labels(job.source_tool).inc(batch.valid)
 

@@ -67,6 +67,7 @@ class Block:
     last_ms: int | None = None
     valid: int = 0  # events that passed validation (`events` holds them, or `rows` their rows)
     rows: bytes | None = None  # the events' table rows, packed (`PackedRows.pack`)
+    row_count: int = 0  # how many (in-block duplicates are one row)
     # uid -> `profile_candidate` of the latest record of each user in the block (§14.5; on a
     # tie the later line); the chunk keeps the latest over its blocks.
     profiles: dict[str, bytes] = field(default_factory=dict)
@@ -179,7 +180,7 @@ def amplitude_block(block: bytes, spec: BlockSpec) -> bytes:
         if spec.open_locator is not None:
             locator = _locator(spec.open_locator, spec.geoip_db)
             built, _dropped = build_event_rows(out.events, locator, int(time.time() * 1000))
-            payload: Any = PackedRows.pack(built)  # opened only by the store's process
+            payload: Any = (PackedRows.pack(EVENTS.table, built), len(built))  # inserted as they are
         else:
             payload = ([(e.event, e.time_ms, e.distinct_id, e.insert_id, e.properties, e.ip) for e in out.events],)
         head = (out.read, out.invalid, out.first_ms, out.last_ms, out.valid, out.profiles)
@@ -198,10 +199,10 @@ def decode_block(blob: bytes, project_id: int) -> Block:
     gc.disable()
     try:
         read, invalid, first_ms, last_ms, valid, profiles, payload = marshal.loads(blob)  # noqa: S302 - our workers' output
-        if isinstance(payload, bytes):
-            return Block(read, invalid, [], first_ms, last_ms, valid, payload, profiles)
+        if isinstance(payload[0], bytes):
+            return Block(read, invalid, [], first_ms, last_ms, valid, payload[0], payload[1], profiles)
         events = [Event(project_id, *e) for e in payload[0]]
-        return Block(read, invalid, events, first_ms, last_ms, valid, None, profiles)
+        return Block(read, invalid, events, first_ms, last_ms, valid, None, 0, profiles)
     finally:
         if paused:
             gc.enable()

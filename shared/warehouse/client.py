@@ -44,6 +44,8 @@ class Warehouse(Protocol):
         self, table: str, columns: Sequence[str], data: Sequence[Sequence[Any]], *, column_oriented: bool = False
     ) -> None: ...
 
+    def insert_native(self, table: str, columns: Sequence[str], blocks: Sequence[bytes]) -> None: ...
+
     async def run(self, fn: Callable[..., T], *args: Any) -> T: ...
 
     def close(self) -> None: ...
@@ -112,9 +114,17 @@ class ClickHouseWarehouse:
                 table,
                 data,
                 column_names=list(columns),
-                column_type_names=_catalog_types(table, columns),
+                column_type_names=catalog_types(table, columns),
                 column_oriented=column_oriented,
             )
+        except ClickHouseError as exc:
+            raise WarehouseError(str(exc)) from exc
+
+    def insert_native(self, table: str, columns: Sequence[str], blocks: Sequence[bytes]) -> None:
+        """Insert rows already encoded as Native blocks (`footfall.shared.warehouse.native`),
+        as they are: one insert of every block, in order."""
+        try:
+            self._client.raw_insert(table, list(columns), (b for b in blocks), fmt="Native")
         except ClickHouseError as exc:
             raise WarehouseError(str(exc)) from exc
 
@@ -148,7 +158,7 @@ class ClickHouseWarehouse:
         self._client.close()
 
 
-def _catalog_types(table: str, columns: Sequence[str]) -> list[str] | None:
+def catalog_types(table: str, columns: Sequence[str]) -> list[str] | None:
     """The columns' types as the catalog defines them (which the migrations create), so that
     an insert needs no `DESCRIBE TABLE` round trip first; None for a table or column the
     catalog does not know (clickhouse-connect then asks the server)."""

@@ -235,8 +235,10 @@ class RowsCollector(Collector):
 
     async def publish_rows(self, stream: Stream[Any], packed: PackedRows) -> None:
         assert stream is EVENTS
-        built = packed.unpack()
-        self.inserts.append(dict(zip(EVENTS.table.column_names, built.columns, strict=True)))
+        columns = packed.unpack()  # as the table reads them: times as naive UTC datetimes
+        assert list(columns) == list(EVENTS.table.column_names) and len(columns["insert_id"]) == packed.rows
+        columns["time"] = [reference.epoch_ms(t) for t in columns["time"]]
+        self.inserts.append(columns)
 
 
 def test_worker_built_rows_are_gathered_into_publishes_of_the_set_size(data: Dataset, store: WarehouseJobStore) -> None:

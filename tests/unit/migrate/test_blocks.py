@@ -87,6 +87,7 @@ def test_rows_built_by_a_worker_are_the_rows_the_store_builds() -> None:
     from footfall.shared.streams.events import build_event_rows
     from footfall.shared.streams.stream import PackedRows
     from tests.integration.migrate.fake_amplitude import Dataset
+    from tests.integration.migrate.reference import epoch_ms
 
     data = Dataset.generate(datetime(2026, 10, 1, tzinfo=UTC), 1, per_day=300)
     records = data.records
@@ -99,13 +100,15 @@ def test_rows_built_by_a_worker_are_the_rows_the_store_builds() -> None:
     assert as_rows.valid == as_events.valid == len(as_events.events) > 250
     assert (as_rows.read, as_rows.invalid, as_rows.profiles) == (as_events.read, as_events.invalid, as_events.profiles)
     expected, dropped = build_event_rows(as_events.events, open_enricher(""), 0)
-    built = PackedRows([as_rows.rows]).unpack()
-    assert dropped == 1 and len(built) == len(expected) == as_rows.valid - 1
-    assert built.keys == expected.keys
-    names = EVENTS_TABLE.column_names
-    for name, got, want in zip(names, built.columns, expected.columns, strict=True):
-        if name != "ingested_at":
-            assert got == want, name
+    got = PackedRows([as_rows.rows], as_rows.row_count).unpack()  # as the table reads them
+    assert dropped == 1 and as_rows.row_count == len(expected) == as_rows.valid - 1
+    assert list(got) == list(EVENTS_TABLE.column_names)
+    assert got["dedup_hash"] == expected.keys
+    for name, want in zip(EVENTS_TABLE.column_names, expected.columns, strict=True):
+        if name == "time":
+            assert [epoch_ms(t) for t in got[name]] == want
+        elif name != "ingested_at":
+            assert got[name] == want, name
 
 
 def test_profile_candidates_compare_as_their_times() -> None:
