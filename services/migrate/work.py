@@ -7,7 +7,9 @@ does the rest: JSON decoding, the §14.4 mapping, the one validator (`EVENTS.val
 the same call as `/import`), the step-6 retry without the copied user properties, and the
 §14.5 profile candidate per user. What crosses back is plain data (tuples, dicts, strings,
 numbers): `marshal` is the cheapest codec for it, and the job's process only rebuilds `Event`s
-and publishes them. With `workers = 0` the same function runs in a thread of the job's process.
+and publishes them — or, for a store that inserts rows, the events' table rows already encoded
+as Native blocks, which nobody opens before the warehouse. With `workers = 0` the same function
+runs in a thread of the job's process.
 """
 
 from __future__ import annotations
@@ -170,7 +172,7 @@ def _locator(open_locator: Callable[[str], Locator], geoip_db: str) -> Locator:
 
 def amplitude_block(block: bytes, spec: BlockSpec) -> bytes:
     """Worker side: a block of NDJSON lines → the marshalled outcome (`decode_block` reads
-    it): with `spec.open_locator` the events' table rows (columns and dedup keys, packed), else
+    it): with `spec.open_locator` the events' table rows (Native blocks) and their count, else
     the events. Everything built here is plain data without cycles, so the cyclic collector
     (which the block's many new containers would trigger over and over) is paused meanwhile."""
     paused = gc.isenabled()
