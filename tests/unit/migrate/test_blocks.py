@@ -58,6 +58,19 @@ def test_blocks_hold_the_same_lines_as_reading_line_by_line(size: int, seed: int
     assert all(len(block) < size + 2 * MAX_LINE for block in blocks)  # bounded by the block size
 
 
+def test_a_corrupt_member_is_an_unreadable_answer() -> None:
+    """A member whose deflate stream is damaged (its gzip header intact) fails as an OSError, which
+    the runner reports as an unreadable source answer, as it does a bad header or a cut body."""
+    packed = gzip.compress(b'{"event_type": "a"}\n' * 20_000, 1)
+    damaged = packed[:30] + bytes(b ^ 0x5A for b in packed[30:60]) + packed[60:]
+    file = io.BytesIO()
+    with zipfile.ZipFile(file, "w") as archive:
+        archive.writestr("1/a_2026-10-01_0#0.json.gz", damaged)
+    file.seek(0)
+    with pytest.raises(OSError, match="not valid gzip"):
+        list(amplitude_blocks(file, max_bytes=1 << 30, max_ratio=10**6))
+
+
 def test_a_member_inflating_past_its_bound_is_refused() -> None:
     members = {"1/a.json.gz": b"{}\n" * 100_000}
     with pytest.raises(ValueError, match="inflates past"):
