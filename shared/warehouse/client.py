@@ -122,7 +122,9 @@ class ClickHouseWarehouse:
 
     def insert_native(self, table: str, columns: Sequence[str], blocks: Sequence[bytes]) -> None:
         """Insert rows already encoded as Native blocks (`footfall.shared.warehouse.native`),
-        as they are: one insert of every block, in order."""
+        as they are: one insert of every block, in order (none when every block is empty)."""
+        if not any(blocks):
+            return
         try:
             self._client.raw_insert(table, list(columns), (b for b in blocks), fmt="Native")
         except ClickHouseError as exc:

@@ -58,6 +58,22 @@ def test_native_blocks_insert_the_rows_the_client_insert_does(clean_warehouse: C
     assert len(natively[7]) + len(natively[8]) == 80
 
 
+def test_empty_blocks_are_nothing_in_a_stream(clean_warehouse: ClickHouseWarehouse) -> None:
+    """A batch whose every line was invalid builds no rows: its block is empty bytes, and a
+    stream with it inserts the other blocks' rows (an empty Native block would end the stream)."""
+    empty = native.encode("events", EVENTS.column_names, [[] for _ in EVENTS.column_names])
+    assert empty == b""
+    blocks = [
+        native.encode("events", EVENTS.column_names, columns(3)),
+        empty,
+        native.encode("events", EVENTS.column_names, columns(2, 3)),
+    ]
+    clean_warehouse.insert_native("events", EVENTS.column_names, blocks)
+    clean_warehouse.insert_native("events", EVENTS.column_names, [empty, empty])  # nothing to insert
+    ids = sorted(str(r[3]) for p in (7, 8) for r in stored(clean_warehouse, p))
+    assert ids == [f"id-{i}" for i in range(5)]
+
+
 def test_native_blocks_read_back_as_encoded() -> None:
     data = columns(20)
     got = native.decode(native.encode("events", EVENTS.column_names, data) * 2)  # two blocks, one stream

@@ -134,3 +134,17 @@ def test_profile_candidates_compare_as_their_times() -> None:
     for t in (-1, 5, 1_790_833_320_779):
         update = {"$distinct_id": "u", "$set": {"plan": "pro", "n": [1, 2]}, "$time": t, "$ignore_time": True}
         assert candidate_update("u", profile_candidate(t, {"plan": "pro", "n": [1, 2]})) == update
+
+
+def test_a_block_without_valid_lines_builds_no_rows() -> None:
+    """Rows for the embedded store from a block whose every line is refused: no Native block at
+    all (an empty one inside a publish's stream would make the engine refuse the insert)."""
+    from footfall.services.migrate.work import BlockSpec, amplitude_block, decode_block
+    from footfall.services.worker.enrich import open_enricher
+    from footfall.shared.config import ImportLimits
+
+    block = b'not json\n{"event_type": ""}\n{"event_type": "a"}\n'  # malformed, no name, no time
+    spec = BlockSpec("job", 7, ImportLimits(), 1_800_000_000_000, open_locator=open_enricher)
+    done = decode_block(amplitude_block(block, spec), 7)
+    assert (done.read, done.valid, done.row_count, done.rows) == (3, 0, 0, b"")
+    assert sum(done.invalid.values()) == 3
