@@ -37,7 +37,7 @@ from footfall.shared.errors import NotFoundError, UnavailableError
 from footfall.shared.events import Event
 from footfall.shared.profiles.updates import ProfileUpdate
 from footfall.shared.streams import EVENTS, USER_UPDATES, Stream
-from footfall.shared.streams.stream import PackedRows
+from footfall.shared.streams.stream import PackedRows, insert_packed
 from footfall.shared.warehouse import ClickHouseWarehouse
 from tests.integration.migrate import reference
 from tests.integration.migrate.fake_amplitude import API_KEY, SECRET_KEY, Dataset, Faults, amplitude_app, serve
@@ -227,14 +227,19 @@ def test_many_blocks_and_publishes_per_chunk_import_exactly_the_reference(
 
 
 class RowsCollector(Collector):
-    """A sink that stores rows built by the mapping workers (as the embedded store does)."""
+    """A sink that stores rows built by the mapping workers (as the embedded store does): it
+    reads each publish's Native blocks back, and with a `warehouse` also inserts them there
+    through the embedded store's own step."""
 
-    def __init__(self) -> None:
+    def __init__(self, warehouse: ClickHouseWarehouse | None = None) -> None:
         super().__init__()
         self.inserts: list[dict[str, list[Any]]] = []
+        self.warehouse = warehouse
 
     async def publish_rows(self, stream: Stream[Any], packed: PackedRows) -> None:
         assert stream is EVENTS
+        if self.warehouse is not None:
+            await self.warehouse.run(insert_packed, self.warehouse, EVENTS.table, packed)
         columns = packed.unpack()  # as the table reads them: times as naive UTC datetimes
         assert list(columns) == list(EVENTS.table.column_names) and len(columns["insert_id"]) == packed.rows
         columns["time"] = [reference.epoch_ms(t) for t in columns["time"]]
@@ -242,7 +247,7 @@ class RowsCollector(Collector):
 
 
 def test_worker_built_rows_are_gathered_into_publishes_of_the_set_size(data: Dataset, store: WarehouseJobStore) -> None:
-    sink = RowsCollector()
+    sink = RowsCollector(store.warehouse)
     with serve(amplitude_app(data, Faults())) as url:
         runner = new_runner(url, sink, store, block_bytes=2048, publish_events=40)
         runner = Runner(store, store.warehouse.run, sink, runner.settings, Cipher(KEY), open_locator=open_enricher)
@@ -258,6 +263,8 @@ def test_worker_built_rows_are_gathered_into_publishes_of_the_set_size(data: Dat
         for i, e, t, d in zip(*(rows[k] for k in ("insert_id", "event", "time", "distinct_id")), strict=True)
     }
     assert got == {i: (e["event"], e["time_ms"], e["distinct_id"]) for i, e in expected.items()}
+    stored = store.warehouse.query("SELECT insert_id FROM events WHERE project_id = 1 ORDER BY insert_id")
+    assert [i for (i,) in stored] == sorted(expected)  # the blocks as inserted, every publish whole
     assert profiles_of(sink.updates) == reference.expected_profiles(chunks_of(data, set()))
 
 
