@@ -124,20 +124,23 @@ def dedup_rows(
     return build
 
 
+def _timed_insert(insert: Callable[[], None], rows: int) -> None:
+    started = time.perf_counter()
+    insert()
+    metrics.INSERT_SECONDS.observe(time.perf_counter() - started)
+    metrics.INSERT_BATCH_EVENTS.observe(rows)
+
+
 def insert_built(warehouse: Warehouse, table: Table, built: Rows) -> None:
     """The other half: one insert of built rows."""
-    started = time.perf_counter()
-    warehouse.insert(table.name, table.column_names, built.columns, column_oriented=True)
-    metrics.INSERT_SECONDS.observe(time.perf_counter() - started)
-    metrics.INSERT_BATCH_EVENTS.observe(len(built))
+    _timed_insert(
+        lambda: warehouse.insert(table.name, table.column_names, built.columns, column_oriented=True), len(built)
+    )
 
 
 def insert_packed(warehouse: Warehouse, table: Table, packed: PackedRows) -> None:
     """One insert of packed rows, as they are (blocking: in the warehouse's thread)."""
-    started = time.perf_counter()
-    warehouse.insert_native(table.name, table.column_names, packed.blobs)
-    metrics.INSERT_SECONDS.observe(time.perf_counter() - started)
-    metrics.INSERT_BATCH_EVENTS.observe(packed.rows)
+    _timed_insert(lambda: warehouse.insert_native(table.name, table.column_names, packed.blobs), packed.rows)
 
 
 def insert_rows(

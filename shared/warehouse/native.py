@@ -51,12 +51,13 @@ def encode(table: str, columns: Sequence[str], data: Sequence[Sequence[Any]]) ->
     write_leb128(len(columns), out)
     write_leb128(rows, out)
     for name, type_name, values in zip(columns, types, data, strict=True):
-        for text in (name, type_name):
+        column_type = get_from_name(type_name)
+        for text in (name, column_type.insert_name):  # the names clickhouse-connect's own insert writes
             encoded = text.encode()
             write_leb128(len(encoded), out)
             out += encoded
         context.start_column(name)
-        get_from_name(type_name).write_column(values, out, context)
+        column_type.write_column(values, out, context)
     return bytes(out)
 
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from datetime import UTC, datetime
+from datetime import UTC
 
 import pytest
 
 from footfall.shared.schema.catalog import EVENTS
 from footfall.shared.warehouse import ClickHouseWarehouse, WarehouseError, native
+from tests.oracle._common import to_ms
 
 T0 = 1_790_000_000_000
 
@@ -81,7 +82,7 @@ def test_native_blocks_read_back_as_encoded() -> None:
     for name, want in zip(EVENTS.column_names, data, strict=True):
         values = got[name]
         if name in ("time", "ingested_at"):
-            values = [int(v.replace(tzinfo=UTC).timestamp() * 1000) for v in values if isinstance(v, datetime)]
+            values = [to_ms(v.replace(tzinfo=UTC)) for v in values]
         assert values == want * 2, name
 
 

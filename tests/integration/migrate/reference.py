@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 RESERVED = {
@@ -30,11 +30,6 @@ DROPPED = {
     "event_type", "event_properties", "user_properties", "groups", "country", "ip_address",
 }  # fmt: skip
 TIMES = ("event_time", "client_event_time", "server_received_time", "server_upload_time")
-
-
-def epoch_ms(moment: datetime) -> int:
-    """A stored DateTime64 (read back as a naive UTC datetime) in ms."""
-    return (moment.replace(tzinfo=UTC) - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(milliseconds=1)
 
 
 def ms(text: Any) -> int | None:

@@ -41,6 +41,7 @@ from footfall.shared.streams.stream import PackedRows, insert_packed
 from footfall.shared.warehouse import ClickHouseWarehouse
 from tests.integration.migrate import reference
 from tests.integration.migrate.fake_amplitude import API_KEY, SECRET_KEY, Dataset, Faults, amplitude_app, serve
+from tests.oracle._common import to_ms
 
 FIRST = datetime(2026, 10, 1, tzinfo=UTC)
 DAYS = 4
@@ -242,7 +243,7 @@ class RowsCollector(Collector):
             await self.warehouse.run(insert_packed, self.warehouse, EVENTS.table, packed)
         columns = packed.unpack()  # as the table reads them: times as naive UTC datetimes
         assert list(columns) == list(EVENTS.table.column_names) and len(columns["insert_id"]) == packed.rows
-        columns["time"] = [reference.epoch_ms(t) for t in columns["time"]]
+        columns["time"] = [to_ms(t.replace(tzinfo=UTC)) for t in columns["time"]]
         self.inserts.append(columns)
 
 

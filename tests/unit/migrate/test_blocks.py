@@ -100,7 +100,7 @@ def test_rows_built_by_a_worker_are_the_rows_the_store_builds() -> None:
     from footfall.shared.streams.events import build_event_rows
     from footfall.shared.streams.stream import PackedRows
     from tests.integration.migrate.fake_amplitude import Dataset
-    from tests.integration.migrate.reference import epoch_ms
+    from tests.oracle._common import to_ms
 
     data = Dataset.generate(datetime(2026, 10, 1, tzinfo=UTC), 1, per_day=300)
     records = data.records
@@ -119,7 +119,7 @@ def test_rows_built_by_a_worker_are_the_rows_the_store_builds() -> None:
     assert got["dedup_hash"] == expected.keys
     for name, want in zip(EVENTS_TABLE.column_names, expected.columns, strict=True):
         if name == "time":
-            assert [epoch_ms(t) for t in got[name]] == want
+            assert [to_ms(t.replace(tzinfo=UTC)) for t in got[name]] == want
         elif name != "ingested_at":
             assert got[name] == want, name
 
