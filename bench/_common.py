@@ -104,6 +104,20 @@ def serve(data_dir: Path, extra_env: dict[str, str] | None = None) -> Iterator[s
             proc.kill()
 
 
+def reset_peak_rss() -> None:
+    """Start a new peak-RSS window for this process (Linux: `5` in clear_refs resets VmHWM), so
+    that what set-up held (a dataset's generation, a mutation) is not counted."""
+    Path("/proc/self/clear_refs").write_text("5")
+
+
+def peak_rss_mb() -> float:
+    """This process's peak RSS (VmHWM) since the start or the last `reset_peak_rss`, in MB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return 0.0
+
+
 def machine() -> dict[str, Any]:
     return {
         "cpus": os.cpu_count(),
