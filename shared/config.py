@@ -256,17 +256,35 @@ class HotSettings:
     """The event properties with a materialised column (`footfall.shared.schema.hot`).
 
     FOOTFALL_HOT_PROPERTIES: unset, the defaults; a comma list, exactly those; a list
-    starting with `+`, the defaults and those; empty or `none`, no hot columns."""
+    starting with `+`, the defaults and those; empty or `none`, no hot columns.
+
+    FOOTFALL_HOT_AUTO (default 0: off): how many more properties the query processes may
+    make hot by themselves (`footfall.shared.schema.hot_auto`): every FOOTFALL_HOT_AUTO_SECONDS
+    (600), the event properties that reports read from the JSON text at least
+    FOOTFALL_HOT_AUTO_READS times (20) in that time, most read first."""
 
     names: tuple[str, ...] = DEFAULT_HOT_PROPERTIES
+    auto: int = 0
+    auto_reads: int = 20
+    auto_seconds: float = 600.0
 
     @classmethod
     def from_env(cls, env: Env) -> HotSettings:
+        auto = env.integer("HOT_AUTO", 0)
+        if not 0 <= auto <= MAX_HOT_PROPERTIES:
+            raise ConfigError(f"{PREFIX}HOT_AUTO is a number of properties from 0 to {MAX_HOT_PROPERTIES}")
+        reads, seconds = env.integer("HOT_AUTO_READS", 20), env.number("HOT_AUTO_SECONDS", 600.0)
+        if reads < 1 or seconds < 1:
+            raise ConfigError(f"{PREFIX}HOT_AUTO_READS and {PREFIX}HOT_AUTO_SECONDS are at least 1")
+        return cls(cls._names(env), auto, reads, seconds)
+
+    @staticmethod
+    def _names(env: Env) -> tuple[str, ...]:
         if PREFIX + "HOT_PROPERTIES" not in env.values:
-            return cls()
+            return DEFAULT_HOT_PROPERTIES
         raw = env.text("HOT_PROPERTIES").strip()
         if raw.lower() in ("", "none"):
-            return cls(())
+            return ()
         base: tuple[str, ...] = ()
         if raw.startswith("+"):
             base, raw = DEFAULT_HOT_PROPERTIES, raw[1:]
@@ -277,4 +295,4 @@ class HotSettings:
         merged = tuple(dict.fromkeys((*base, *names)))
         if len(merged) > MAX_HOT_PROPERTIES:
             raise ConfigError(f"{PREFIX}HOT_PROPERTIES names at most {MAX_HOT_PROPERTIES} properties")
-        return cls(merged)
+        return merged

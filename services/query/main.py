@@ -33,7 +33,8 @@ from footfall.shared.config import Env, HotSettings, RegionSettings
 from footfall.shared.kafka.directory import DirectoryRefresher
 from footfall.shared.metadata import Directory, MetadataRepository, UsageRecorder
 from footfall.shared.saved import WarehouseSavedStore
-from footfall.shared.schema import apply_migrations, hot
+from footfall.shared.schema import apply_migrations
+from footfall.shared.schema.hot_auto import start_hot_columns
 from footfall.shared.warehouse import ClickHouseWarehouse, open_warehouse
 from footfall.shared.web import build_starlette
 
@@ -54,7 +55,7 @@ def build_query(settings: QuerySettings, *, refresh_seconds: float = REFRESH_SEC
         settings.store.make_data_dir()
     warehouse = open_warehouse(settings.store.dsn)
     apply_migrations(warehouse)
-    hot.use(hot.ensure(warehouse, HotSettings.from_env(Env()).names))  # FOOTFALL_HOT_PROPERTIES
+    auto_hot = start_hot_columns(warehouse, HotSettings.from_env(Env()))  # FOOTFALL_HOT_PROPERTIES, _HOT_AUTO
     repo = MetadataRepository(warehouse)
     region = RegionSettings.from_env(Env())  # FOOTFALL_REGION, FOOTFALL_REGION_URLS
     usage = UsageRecorder(lambda used: warehouse.run(repo.record_usage, used))
@@ -70,9 +71,13 @@ def build_query(settings: QuerySettings, *, refresh_seconds: float = REFRESH_SEC
         await refresher.start()
         await usage.start()
         await deletions.start()
+        if auto_hot is not None:
+            await auto_hot.start()
         try:
             yield
         finally:
+            if auto_hot is not None:
+                await auto_hot.stop()
             await deletions.stop()
             await refresher.stop()
             await usage.stop()

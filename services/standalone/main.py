@@ -43,7 +43,8 @@ from footfall.shared.lifecycle import Services
 from footfall.shared.metadata import Directory, MetadataRepository, UsageRecorder
 from footfall.shared.profiles.cache import use_state_cache
 from footfall.shared.saved import WarehouseSavedStore
-from footfall.shared.schema import apply_migrations, hot
+from footfall.shared.schema import apply_migrations
+from footfall.shared.schema.hot_auto import start_hot_columns
 from footfall.shared.streams import EVENTS
 from footfall.shared.warehouse import ClickHouseWarehouse, open_warehouse
 from footfall.shared.web import Background, build_starlette, json_response
@@ -66,7 +67,7 @@ def build_embedded(settings: ServeSettings, *, sink: Sink | None = None) -> Embe
     settings.store.make_data_dir()
     warehouse = open_warehouse(settings.store.dsn, backup_dir=str(settings.store.backups))
     apply_migrations(warehouse)
-    hot.use(hot.ensure(warehouse, HotSettings.from_env(Env()).names))  # FOOTFALL_HOT_PROPERTIES
+    auto_hot = start_hot_columns(warehouse, HotSettings.from_env(Env()))  # FOOTFALL_HOT_PROPERTIES, _HOT_AUTO
     repo = MetadataRepository(warehouse)
     created = bootstrap_if_empty(
         repo, settings.bootstrap, settings.store.data_dir, region=settings.management.region.region
@@ -99,7 +100,7 @@ def build_embedded(settings: ServeSettings, *, sink: Sink | None = None) -> Embe
     if refresher is None:
         refresher = _reloader(repo, authenticator)
         background = [refresher, *background]
-    background = [usage, *background]
+    background = [usage, *background, *([auto_hot] if auto_hot is not None else [])]
 
     # Started in the background and stopped within the shutdown budget: HTTP (and so
     # /healthz and queries) answers at once, whatever the broker does (shared.lifecycle).

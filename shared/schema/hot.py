@@ -24,15 +24,22 @@ by hand with `ALTER TABLE events DROP COLUMN <name>` to save its insert cost).
 The column name is derived from the property name (a readable part and a hash of the full
 name), so it is an identifier whatever the name, and two names never share one (a 32-bit
 hash collision among the configured names is refused). Which
-names are in use is process state, set once by the composition roots (`use`) after
-`ensure` and read by the compiler's property seam (`footfall.shared.expr.values`) through
+names are in use is process state, set by the composition roots (`use`) after `ensure`
+and read by the compiler's property seam (`footfall.shared.expr.values`) through
 `footfall.shared.sql.ident.hot_column`. Profiles keep their properties in JSON only.
+
+The same seam counts the event properties it reads from the JSON text (`take_reads`): with
+FOOTFALL_HOT_AUTO, `footfall.shared.schema.hot_auto` makes the most read of them hot. Such
+a column carries the comment `auto-hot:<name>` (`mark_auto`), by which any process finds it
+again (`auto_names`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+import threading
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
@@ -48,12 +55,15 @@ __all__ = [
     "MAX_NAME",
     "active_column",
     "add_statement",
+    "auto_names",
     "check_name",
     "column_name",
     "ensure",
     "expression",
     "in_use",
+    "mark_auto",
     "materialize_statement",
+    "take_reads",
     "use",
     "using",
 ]
@@ -66,7 +76,12 @@ TYPE = "String"
 CODEC = "ZSTD(1)"
 _COLUMN = re.compile(r"\Ahp_[a-z0-9_]{0,24}_[0-9a-f]{8}\Z")
 
+AUTO_COMMENT = "auto-hot:"  # the comment of a column made hot by `hot_auto`, before its property name
+_MAX_COUNTED = 10_000  # distinct property names counted between two `take_reads`
+
 _in_use: dict[str, str] = {}  # property name -> column name, events only
+_reads: Counter[str] = Counter()  # event property -> reads from the JSON text since `take_reads`
+_reads_lock = threading.Lock()
 
 
 def check_name(name: str) -> str:
@@ -183,9 +198,10 @@ def ensure(warehouse: Warehouse, names: Iterable[str]) -> tuple[str, ...]:
 
 def use(names: Iterable[str]) -> None:
     """From now on, the compiler reads these properties of events from their hot columns
-    (only names `ensure` returned: the columns must exist)."""
-    _in_use.clear()
-    _in_use.update({n: column_name(n) for n in names})
+    (only names `ensure` returned: the columns must exist). One swap: a query compiled
+    meanwhile sees the old set or the new one."""
+    global _in_use
+    _in_use = {n: column_name(n) for n in names}
 
 
 def in_use() -> tuple[str, ...]:
@@ -195,17 +211,59 @@ def in_use() -> tuple[str, ...]:
 @contextmanager
 def using(names: Iterable[str]) -> Iterator[None]:
     """`use(names)` for a block, then the previous set again (tests, benchmarks)."""
-    saved = dict(_in_use)
+    saved = tuple(_in_use)
     use(names)
     try:
         yield
     finally:
-        _in_use.clear()
-        _in_use.update(saved)
+        use(saved)
+
+
+def take_reads() -> dict[str, int]:
+    """The event properties read from the JSON text since the last call, with their counts."""
+    global _reads
+    with _reads_lock:
+        taken, _reads = _reads, Counter()
+    return dict(taken)
+
+
+def _note_read(name: str) -> None:
+    with _reads_lock:
+        if name in _reads or len(_reads) < _MAX_COUNTED:  # bounded: past the cap only known names count
+            _reads[name] += 1
+
+
+def mark_auto(warehouse: Warehouse, names: Iterable[str]) -> None:
+    """Comment the columns of `names` as made hot automatically (`auto_names` finds them)."""
+    for name in names:
+        warehouse.command(
+            f"ALTER TABLE {EVENTS.name} COMMENT COLUMN {column_name(name)} {_literal(AUTO_COMMENT + check_name(name))}"
+        )
+
+
+def auto_names(warehouse: Warehouse) -> tuple[str, ...]:
+    """The properties whose column `mark_auto` commented (by any process), oldest column first."""
+    rows = warehouse.query(
+        "SELECT name, comment FROM system.columns WHERE database = currentDatabase() AND table = {t:String} "
+        "AND startsWith(name, {p:String}) AND startsWith(comment, {c:String}) ORDER BY position",
+        {"t": EVENTS.name, "p": PREFIX, "c": AUTO_COMMENT},
+    )
+    found = []
+    for column, comment in rows:
+        name = str(comment)[len(AUTO_COMMENT) :]
+        try:
+            if column_name(name) == column:  # a comment edited by hand names another column: ignored
+                found.append(name)
+        except ValueError:
+            continue
+    return tuple(found)
 
 
 def active_column(table: str, name: str) -> str | None:
     """The hot column of property `name` of `table`, when it is in use (events only)."""
     if table != EVENTS.name:
         return None
-    return _in_use.get(name)
+    column = _in_use.get(name)
+    if column is None:
+        _note_read(name)
+    return column

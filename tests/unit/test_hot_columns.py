@@ -13,6 +13,7 @@ from footfall.shared.expr import check_expr, compile_where, parse_expr
 from footfall.shared.expr.values import property_defined, property_raw, property_value
 from footfall.shared.schema import hot
 from footfall.shared.schema.catalog import EVENTS, PROFILES
+from footfall.shared.schema.hot_auto import choose
 from footfall.shared.sql import Params
 
 
@@ -88,3 +89,56 @@ def test_using_restores_the_previous_set() -> None:
             assert hot.active_column("profiles", "b") is None
         assert hot.in_use() == ("a",)
     assert hot.in_use() == ()
+
+
+# -- hot columns chosen by use (FOOTFALL_HOT_AUTO) -------------------------------------------------
+def test_auto_setting_reads_the_budget_threshold_and_period() -> None:
+    assert (HotSettings().auto, HotSettings().auto_reads, HotSettings().auto_seconds) == (0, 20, 600.0)
+    env = Env({"FOOTFALL_HOT_AUTO": "3", "FOOTFALL_HOT_AUTO_READS": "5", "FOOTFALL_HOT_AUTO_SECONDS": "30"})
+    settings = HotSettings.from_env(env)
+    assert (settings.names, settings.auto, settings.auto_reads, settings.auto_seconds) == (
+        DEFAULT_HOT_PROPERTIES,
+        3,
+        5,
+        30.0,
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("HOT_AUTO", "-1"), ("HOT_AUTO", "65"), ("HOT_AUTO", "many"), ("HOT_AUTO_READS", "0"), ("HOT_AUTO_SECONDS", "0")],
+    ids=str,
+)
+def test_auto_setting_refuses_bad_values_naming_the_variable(name: str, value: str) -> None:
+    with pytest.raises(ConfigError, match=f"FOOTFALL_{name}"):
+        HotSettings.from_env(Env({f"FOOTFALL_{name}": value}))
+
+
+def test_seam_counts_the_event_properties_read_from_the_json_text() -> None:
+    hot.take_reads()
+    with hot.using(["$browser"]):
+        property_raw("plan", Params())
+        property_value("plan", Params())
+        property_raw("$browser", Params())  # read from its column: not counted
+        property_raw("price", Params(), PROFILES)  # a profile property: profiles have no hot columns
+        compile_where(check_expr(parse_expr('properties["price"] > 1 and properties["$browser"] == "x"')), Params())
+    assert hot.take_reads() == {"plan": 2, "price": 1}
+    assert hot.take_reads() == {}  # taken: the counts start again
+
+
+def test_seam_counts_a_bounded_number_of_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hot, "_MAX_COUNTED", 3)
+    hot.take_reads()
+    for name in ["a", "b", "c", "d", "a", "e"]:
+        property_raw(name, Params())
+    assert hot.take_reads() == {"a": 2, "b": 1, "c": 1}  # past the cap only names already counted
+
+
+def test_choose_takes_the_most_read_names_over_the_threshold() -> None:
+    reads = {"plan": 30, "price": 30, "$browser": 99, "rare": 4, "seen": 20, "bad\x01name": 50}
+    # $browser is hot already, the control character makes no property name, ties go by name.
+    assert choose(reads, {"$browser"}, room=5, min_reads=20) == ["plan", "price", "seen"]
+    assert choose(reads, {"$browser"}, room=2, min_reads=20) == ["plan", "price"]
+    assert choose(reads, set(), room=0, min_reads=1) == []
+    assert choose(reads, set(), room=-1, min_reads=1) == []
+    assert choose(reads, {"$browser", "plan", "price"}, room=5, min_reads=21) == []
