@@ -120,9 +120,9 @@ def unlimited_serve_settings(data: Path) -> Any:
 def ensure_dataset(path: Path, n: int = EVENTS) -> Path:
     """Generate the dataset into `path` unless a complete one of this version is there."""
     from footfall.services.app.bootstrap import bootstrap_if_empty
-    from footfall.shared.config import BootstrapSettings, Env, StoreSettings
+    from footfall.shared.config import DEFAULT_HOT_PROPERTIES, BootstrapSettings, Env, StoreSettings
     from footfall.shared.metadata import MetadataRepository
-    from footfall.shared.schema import apply_migrations
+    from footfall.shared.schema import apply_migrations, hot
     from footfall.shared.warehouse import open_warehouse
 
     marker = path / f"READY-{GENERATOR_VERSION}-{n}"
@@ -137,6 +137,9 @@ def ensure_dataset(path: Path, n: int = EVENTS) -> Path:
     warehouse = open_warehouse(StoreSettings.from_env(env, path).dsn)
     try:
         apply_migrations(warehouse)
+        # The default hot columns before the rows, as a store that had them from the start:
+        # computed on insert, not by a mutation over the whole dataset at the first run.
+        hot.ensure(warehouse, DEFAULT_HOT_PROPERTIES)
         started = time.perf_counter()
         for offset in range(0, n, CHUNK):
             warehouse.command(GENERATE, {"offset": offset, "n": min(CHUNK, n - offset), "users": users_for(n)})
