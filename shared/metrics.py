@@ -40,6 +40,12 @@ ITEMS_REFUSED = Counter(
     ["stream", "reason"],
 )
 QUERY_SECONDS = Histogram("footfall_query_seconds", "Query endpoint latency", ["endpoint"])
+HOT_COLUMNS = Gauge("footfall_hot_columns", "Event properties the reports read from a column of their own", ["source"])
+HOT_AUTO_ADDED = Counter("footfall_hot_columns_auto_added_total", "Event properties this process made hot by use")
+HOT_AUTO_JSON_READS = Counter(
+    "footfall_hot_columns_auto_json_reads_total",
+    "Event property reads compiled against the JSON text, counted by FOOTFALL_HOT_AUTO's rounds",
+)
 
 # -- distributed ingestion (gateway → Kafka → workers) --------------------------------
 KAFKA_PUBLISH_FAILURES = Counter(

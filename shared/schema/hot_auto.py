@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from footfall.shared import metrics
 from footfall.shared.config import HotSettings
 from footfall.shared.schema import hot
 
@@ -62,8 +63,15 @@ def promote(warehouse: Warehouse, configured: tuple[str, ...], settings: HotSett
         added = hot.ensure(warehouse, picked)
         hot.mark_auto(warehouse, added)
         auto += added
+        metrics.HOT_AUTO_ADDED.inc(len(added))
         log.info("hot_columns_auto", properties=list(added), reads={n: reads[n] for n in added})
-    hot.use(dict.fromkeys((*configured, *hot.ensure(warehouse, auto))))
+    _use(configured, hot.ensure(warehouse, auto))
+
+
+def _use(configured: tuple[str, ...], auto: tuple[str, ...]) -> None:
+    hot.use(dict.fromkeys((*configured, *auto)))
+    metrics.HOT_COLUMNS.labels("configured").set(len(configured))
+    metrics.HOT_COLUMNS.labels("auto").set(len(set(auto) - set(configured)))
 
 
 class AutoHot:
@@ -86,6 +94,7 @@ class AutoHot:
 
     async def round(self) -> None:
         reads = hot.take_reads()
+        metrics.HOT_AUTO_JSON_READS.inc(sum(reads.values()))
         try:
             await self.warehouse.run(promote, self.warehouse, self.configured, self.settings, reads)  # blocking IO
         except Exception as exc:  # the store is away or refused the ALTER: the next round tries again
@@ -102,8 +111,8 @@ def start_hot_columns(warehouse: Warehouse, settings: HotSettings) -> AutoHot | 
     the app when FOOTFALL_HOT_AUTO > 0."""
     configured = hot.ensure(warehouse, settings.names)
     if settings.auto <= 0:
-        hot.use(configured)
+        _use(configured, ())
         return None
     hot.take_reads()  # counts start with this process's queries
-    hot.use(dict.fromkeys((*configured, *hot.ensure(warehouse, hot.auto_names(warehouse)))))
+    _use(configured, hot.ensure(warehouse, hot.auto_names(warehouse)))
     return AutoHot(warehouse, configured, settings)

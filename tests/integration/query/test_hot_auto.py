@@ -10,6 +10,7 @@ import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from prometheus_client import REGISTRY
 
 from footfall.shared.config import HotSettings
 from footfall.shared.expr import check_expr, compile_where, parse_expr
@@ -85,9 +86,13 @@ def test_most_read_properties_become_hot_within_the_budget_and_answers_stay(stor
     # A larger budget: the other property too, after the first; below the threshold nothing.
     promote(wh, (), HotSettings(names=(), auto=2, auto_reads=101), {NAMES[1]: 100})
     assert hot.in_use() == (NAMES[0],)
+    added = REGISTRY.get_sample_value("footfall_hot_columns_auto_added_total") or 0.0
     promote(wh, ("$browser",), HotSettings(names=("$browser",), auto=2, auto_reads=2), {NAMES[1]: 100})
     assert hot.in_use() == ("$browser", NAMES[0], NAMES[1])
     assert _count_pro(wh)[0] == before
+    assert REGISTRY.get_sample_value("footfall_hot_columns_auto_added_total") == added + 1
+    assert REGISTRY.get_sample_value("footfall_hot_columns", {"source": "auto"}) == 2
+    assert REGISTRY.get_sample_value("footfall_hot_columns", {"source": "configured"}) == 1
 
 
 def test_a_starting_process_reads_the_columns_made_hot_before(store: ClickHouseWarehouse) -> None:
