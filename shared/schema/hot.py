@@ -102,7 +102,8 @@ def column_name(name: str) -> str:
 
 
 def _literal(text: str) -> str:
-    """A ClickHouse string literal (operator configuration, never request text)."""
+    """A ClickHouse string literal (operator configuration, or a name `hot_auto.AUTO_NAME`
+    let through: no character that could end or escape it)."""
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 

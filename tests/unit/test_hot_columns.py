@@ -136,9 +136,24 @@ def test_seam_counts_a_bounded_number_of_names(monkeypatch: pytest.MonkeyPatch) 
 
 def test_choose_takes_the_most_read_names_over_the_threshold() -> None:
     reads = {"plan": 30, "price": 30, "$browser": 99, "rare": 4, "seen": 20, "bad\x01name": 50}
-    # $browser is hot already, the control character makes no property name, ties go by name.
+    # $browser is hot already, the control character is outside the whitelist, ties go by name.
     assert choose(reads, {"$browser"}, room=5, min_reads=20) == ["plan", "price", "seen"]
     assert choose(reads, {"$browser"}, room=2, min_reads=20) == ["plan", "price"]
     assert choose(reads, set(), room=0, min_reads=1) == []
     assert choose(reads, set(), room=-1, min_reads=1) == []
     assert choose(reads, {"$browser", "plan", "price"}, room=5, min_reads=21) == []
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["it's", 'say "hi"', "back\\slash", "x'); DROP TABLE events; --", "ключ", "a\nb", "", "x" * 101, "tab\tname"],
+    ids=str,
+)
+def test_choose_lets_no_name_into_ddl_that_is_outside_the_whitelist(name: str) -> None:
+    """Chosen names come from request text and go into DDL: only the whitelist's characters."""
+    assert choose({name: 100}, set(), room=5, min_reads=1) == []
+
+
+def test_choose_takes_the_usual_property_names() -> None:
+    names = ["plan", "$browser", "utm_source", "mp_lib", "Plan Name", "app.version", "a:b-c", "x" * 100]
+    assert choose(dict.fromkeys(names, 5), set(), room=20, min_reads=5) == sorted(names)
