@@ -110,11 +110,12 @@ def reset_peak_rss() -> None:
     Path("/proc/self/clear_refs").write_text("5")
 
 
-def peak_rss_mb() -> float:
-    """This process's peak RSS (VmHWM) since the start or the last `reset_peak_rss`, in MB."""
-    for line in Path("/proc/self/status").read_text().splitlines():
+def peak_rss_mb(pid: int | str = "self") -> float:
+    """A process's peak RSS (VmHWM) in MB: since its start, or for this process since the
+    last `reset_peak_rss`."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
-            return round(int(line.split()[1]) / 1024, 1)
+            return int(line.split()[1]) / 1024
     return 0.0
 
 

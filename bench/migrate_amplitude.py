@@ -50,7 +50,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, Response
 from starlette.routing import Route
 
-from bench._common import BOOTSTRAP_ENV, REPO, free_port, wait_healthy, write_result
+from bench._common import BOOTSTRAP_ENV, REPO, free_port, peak_rss_mb, wait_healthy, write_result
 
 FIRST = datetime(2026, 9, 1, tzinfo=UTC)
 PER_DAY = 200_000
@@ -104,13 +104,6 @@ def stand_in(folder: Path) -> Starlette:
         return FileResponse(path) if path.exists() else Response(status_code=404)
 
     return Starlette(routes=[Route("/api/2/export", export)])
-
-
-def peak_rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def cpu_seconds(pid: int) -> float:

@@ -486,7 +486,7 @@ def main(argv: list[str] | None = None) -> None:
                 "merged": True,
             },
             "rounds": args.rounds,
-            "peak_rss_mb_queries": peak_rss_mb(),
+            "peak_rss_mb_queries": round(peak_rss_mb(), 1),
             "load_average_after": [round(x, 2) for x in load],
             "targets": {"median_ms": 300, "ratio": 1.5},
             "results": results,

@@ -60,21 +60,22 @@ def choose(reads: Mapping[str, int], hot_now: set[str], room: int, min_reads: in
 def promote(warehouse: Warehouse, configured: tuple[str, ...], settings: HotSettings, reads: Mapping[str, int]) -> None:
     """One round (blocking): make the most read properties hot, then read every hot property
     (configured, and automatic ones of any process) from its column."""
-    auto = list(hot.auto_names(warehouse))
+    auto = hot.auto_names(warehouse)
     picked = choose(reads, {*configured, *auto}, settings.auto - len(auto), settings.auto_reads)
-    if picked:
-        added = hot.ensure(warehouse, picked)
+    usable = hot.ensure(warehouse, [*auto, *picked])  # one call: one mutation for what is missing
+    added = [n for n in picked if n in usable]
+    if added:
         hot.mark_auto(warehouse, added)
-        auto += added
         metrics.HOT_AUTO_ADDED.inc(len(added))
-        log.info("hot_columns_auto", properties=list(added), reads={n: reads[n] for n in added})
-    _use(configured, hot.ensure(warehouse, auto))
+        log.info("hot_columns_auto", properties=added, reads={n: reads[n] for n in added})
+    _use(configured, usable)
 
 
-def _use(configured: tuple[str, ...], auto: tuple[str, ...]) -> None:
-    hot.use(dict.fromkeys((*configured, *auto)))
+def _use(configured: tuple[str, ...], usable: tuple[str, ...]) -> None:
+    """Read the configured names and the other usable ones (made hot by use) from their columns."""
+    hot.use(dict.fromkeys((*configured, *usable)))
     metrics.HOT_COLUMNS.labels("configured").set(len(configured))
-    metrics.HOT_COLUMNS.labels("auto").set(len(set(auto) - set(configured)))
+    metrics.HOT_COLUMNS.labels("auto").set(len(set(usable) - set(configured)))
 
 
 class AutoHot:
@@ -112,10 +113,12 @@ class AutoHot:
 def start_hot_columns(warehouse: Warehouse, settings: HotSettings) -> AutoHot | None:
     """At a query process's start (blocking): the hot columns in use; `AutoHot` to run beside
     the app when FOOTFALL_HOT_AUTO > 0."""
-    configured = hot.ensure(warehouse, settings.names)
+    auto = hot.auto_names(warehouse) if settings.auto > 0 else ()
+    # One `ensure` for both: the columns a start adds are filled by one mutation (one pass).
+    usable = hot.ensure(warehouse, [*settings.names, *auto])
+    configured = tuple(n for n in usable if n in settings.names)
+    _use(configured, usable)
     if settings.auto <= 0:
-        _use(configured, ())
         return None
     hot.take_reads()  # counts start with this process's queries
-    _use(configured, hot.ensure(warehouse, hot.auto_names(warehouse)))
     return AutoHot(warehouse, configured, settings)
