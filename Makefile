@@ -16,7 +16,13 @@ TYPECHECK := build/typecheck/footfall
 .PHONY: install install-test run test test-unit lint bench clean browser
 
 # `make run` needs the runtime dependencies only; pip prints each package as it goes.
-$(RUNTIME): pyproject.toml setup.py
+# The /import fast path's Rust extension (shared/events/fastpath) is built by `pip install`:
+# a change to its sources re-installs (cargo rebuilds only what changed).
+# rustup installs cargo in ~/.cargo/bin, which a non-login shell may not have on its PATH.
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+FASTPATH := shared/events/fastpath/Cargo.toml shared/events/fastpath/Cargo.lock $(wildcard shared/events/fastpath/src/*.rs)
+
+$(RUNTIME): pyproject.toml setup.py $(FASTPATH)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@echo "make: installing Footfall and its runtime dependencies into $(VENV) ..."
 	$(PY) -m pip install --upgrade --progress-bar on pip

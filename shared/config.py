@@ -42,6 +42,10 @@ class ConfigError(ValueError):
     """A FOOTFALL_* variable holds a value that cannot be used."""
 
 
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
 class Env:
     """Typed reads of `FOOTFALL_<name>` variables; a bad value names its variable."""
 
@@ -59,6 +63,13 @@ class Env:
         except ValueError:
             raise ConfigError(f"{PREFIX}{name} must be an integer, got {raw!r}") from None
 
+    def flag(self, name: str, default: bool) -> bool:
+        """1/0, true/false, yes/no, on/off (any case); anything else is a `ConfigError`."""
+        raw = self.text(name, "1" if default else "0").strip().lower()
+        if raw not in _TRUE + _FALSE:
+            raise ConfigError(f"{PREFIX}{name} must be 1 or 0 (true/false, on/off), got {raw!r}")
+        return raw in _TRUE
+
     def number(self, name: str, default: float) -> float:
         raw = self.text(name, str(default))
         try:
@@ -75,13 +86,10 @@ class LogSettings:
 
     @classmethod
     def from_env(cls, env: Env) -> LogSettings:
-        access = env.text("ACCESS_LOG", "1").strip().lower()
-        if access not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
-            raise ConfigError(f"{PREFIX}ACCESS_LOG must be 1 or 0 (true/false, on/off), got {access!r}")
         return cls(
             level=env.text("LOG_LEVEL", "info"),
             format=env.text("LOG_FORMAT", "json"),
-            access=access in ("1", "true", "yes", "on"),
+            access=env.flag("ACCESS_LOG", True),
         )
 
 

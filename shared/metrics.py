@@ -12,6 +12,11 @@ from starlette.responses import Response
 
 HTTP_REQUESTS = Counter("footfall_http_requests_total", "HTTP requests answered", ["service", "route", "status"])
 EVENTS_IMPORTED = Counter("footfall_events_imported_total", "Events accepted by /import and /track", ["path"])
+IMPORT_FAST_PATH = Counter(
+    "footfall_import_fast_path_total",
+    "/import requests the Rust fast path stored (taken) or left to the Python path (declined)",
+    ["outcome"],
+)
 EVENTS_REJECTED = Counter("footfall_events_rejected_total", "Events rejected by /import and /track", ["path", "reason"])
 INSERT_SECONDS = Histogram(
     "footfall_warehouse_insert_seconds",

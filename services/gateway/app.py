@@ -10,7 +10,7 @@ from starlette.routing import Route
 
 from footfall.services.gateway.addresses import Network
 from footfall.services.gateway.engage import UpdatesEndpoint
-from footfall.services.gateway.import_ import ImportEndpoint
+from footfall.services.gateway.import_ import FastPath, ImportEndpoint
 from footfall.services.gateway.ratelimit import MemoryRateLimiter, RateBudget, RateLimiter
 from footfall.services.gateway.responses import INGESTION
 from footfall.services.gateway.sinks import Sink
@@ -30,12 +30,13 @@ def ingestion_routes(
     *,
     trusted_proxies: tuple[Network, ...] = (),
     rate: RateLimiter | None = None,
+    fast: FastPath | None = None,
 ) -> list[Route]:
     """The ingestion routes (each with a trailing-slash alias): events through `/import` and
     `/track`, profile updates through `/engage`, group profile updates through `/groups`.
     `rate` is the import rate limit of `/import` and `/track` (default: this process's own)."""
     rate = rate or MemoryRateLimiter(RateBudget.from_limits(limits))
-    endpoint = ImportEndpoint(authenticator, sink, limits, rate)
+    endpoint = ImportEndpoint(authenticator, sink, limits, rate, fast)
     track = TrackEndpoint(authenticator, sink, limits, trusted_proxies, rate)
     engage = UpdatesEndpoint(USER_UPDATES, authenticator, sink, limits, trusted_proxies)
     groups = UpdatesEndpoint(GROUP_UPDATES, authenticator, sink, limits, trusted_proxies)

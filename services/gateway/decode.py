@@ -155,6 +155,18 @@ def media_type(content_type: str | None) -> str:
     return (content_type or "").split(";", 1)[0].strip().lower()
 
 
+def decompress(raw: bytes, content_encoding: str | None, limit: int) -> bytes:
+    """The body as sent before its Content-Encoding, at most `limit` bytes (else 413)."""
+    encoding = (content_encoding or "").strip().lower()
+    if encoding in ("gzip", "x-gzip", "deflate"):
+        return gunzip_bounded(raw, limit)
+    if encoding in ("", "identity"):
+        if len(raw) > limit:
+            raise too_large(limit)
+        return raw
+    raise FootfallError(415, f"unsupported Content-Encoding {content_encoding!r} (use gzip)")
+
+
 def decode_body(
     raw: bytes,
     *,
@@ -164,16 +176,14 @@ def decode_body(
     limit: int,
     max_items: int | None = None,
 ) -> DecodedBody:
-    encoding = (content_encoding or "").strip().lower()
-    if encoding in ("gzip", "x-gzip", "deflate"):
-        data = gunzip_bounded(raw, limit)
-    elif encoding in ("", "identity"):
-        if len(raw) > limit:
-            raise too_large(limit)
-        data = raw
-    else:
-        raise FootfallError(415, f"unsupported Content-Encoding {content_encoding!r} (use gzip)")
+    data = decompress(raw, content_encoding, limit)
+    return decode_data(data, content_type=content_type, query_data=query_data, limit=limit, max_items=max_items)
 
+
+def decode_data(
+    data: bytes, *, content_type: str | None, query_data: str | None, limit: int, max_items: int | None = None
+) -> DecodedBody:
+    """`decode_body` of a body already decompressed."""
     kind = media_type(content_type)
     if query_data is not None and not data.strip():
         if len(query_data) > limit:

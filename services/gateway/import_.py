@@ -8,6 +8,7 @@ mode (`request.state.answer`). A client mistake is never a 500.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass
 
@@ -18,9 +19,11 @@ from starlette.responses import Response
 
 from footfall.services.gateway.decode import (
     FORM_TYPES,
+    JSON_TYPES,
     DecodedBody,
     MalformedItem,
-    decode_body,
+    decode_data,
+    decompress,
     form_fields,
     media_type,
     too_large,
@@ -28,12 +31,13 @@ from footfall.services.gateway.decode import (
 )
 from footfall.services.gateway.ratelimit import Cost, RateLimiter
 from footfall.services.gateway.responses import Answer, client_address, legacy_result, strict_result
-from footfall.services.gateway.sinks import Sink
+from footfall.services.gateway.sinks import FastRowsSink, Sink
 from footfall.shared import metrics
 from footfall.shared.auth import Authenticator
 from footfall.shared.config import ImportLimits
 from footfall.shared.errors import UnavailableError
 from footfall.shared.events import Event, Failure
+from footfall.shared.events.fast_import import FastImport, FastRows
 from footfall.shared.streams import EVENTS, Intake
 from footfall.shared.web import read_body
 
@@ -44,12 +48,22 @@ log = structlog.get_logger(__name__)
 _WIRE_SLACK = 1.05
 
 
+@dataclass(frozen=True)
+class FastPath:
+    """The `/import` fast path (`footfall.shared.events.fast_import`) and the sink that stores
+    its rows: wired by `serve`, whose embedded sink inserts Native rows as they are."""
+
+    rows: FastImport
+    sink: FastRowsSink
+
+
 @dataclass
 class ImportEndpoint:
     authenticator: Authenticator
     sink: Sink
     limits: ImportLimits
     rate: RateLimiter
+    fast: FastPath | None = None
 
     async def handle(self, request: Request) -> Response:
         params = request.query_params
@@ -72,7 +86,12 @@ class ImportEndpoint:
         )
         if not legacy:
             raw = await self._read(request)
-        decoded = self._decode(request, raw)
+        data = decompress(raw, request.headers.get("content-encoding"), self.limits.max_request_bytes)
+        if self.fast is not None and not legacy and media_type(request.headers.get("content-type")) in JSON_TYPES:
+            stored = await self._fast(self.fast, data, principal.project_id)
+            if stored is not None:
+                return strict_result(stored, [])
+        decoded = self._decode(request, data)
         if len(decoded.items) > self.limits.max_events_per_request:
             raise too_many(len(decoded.items), self.limits.max_events_per_request)
         # Every item counts toward the rate limit, valid or not; a refused batch stores nothing.
@@ -92,16 +111,37 @@ class ImportEndpoint:
             return legacy_result(ok, verbose=verbose, error=failures[0].message if failures else None)
         return strict_result(len(events), failures if strict else [])
 
+    async def _fast(self, fast: FastPath, data: bytes, project_id: int) -> int | None:
+        """Store `data` through the fast path and return how many events it held, or None when
+        some event needs the Python path (nothing was stored then). In a thread: the extension
+        lets go of the GIL, so the event loop goes on meanwhile."""
+        now_ms = int(time.time() * 1000)
+        rows: FastRows | None = await asyncio.to_thread(
+            fast.rows.rows, data, project_id=project_id, now_ms=now_ms, ingested_at_ms=now_ms
+        )
+        if rows is None:
+            metrics.IMPORT_FAST_PATH.labels("declined").inc()
+            return None
+        # Every item counts toward the rate limit; a refused batch stores nothing.
+        await self.rate.charge({project_id: Cost(rows.items, len(data))})
+        try:
+            await fast.sink.publish_fast(rows)
+        except UnavailableError as exc:
+            log.warning("import_unavailable", error=exc.message)
+            raise
+        metrics.IMPORT_FAST_PATH.labels("taken").inc()
+        metrics.EVENTS_IMPORTED.labels("import").inc(rows.items)
+        return rows.items
+
     async def _read(self, request: Request) -> bytes:
         """The raw body, refused with 413 as soon as it passes the wire limit."""
         limit = self.limits.max_request_bytes
         return await read_body(request, int(limit * _WIRE_SLACK) + 1024, message=too_large(limit).message)
 
-    def _decode(self, request: Request, raw: bytes) -> DecodedBody:
-        return decode_body(
-            raw,
+    def _decode(self, request: Request, data: bytes) -> DecodedBody:
+        return decode_data(
+            data,
             content_type=request.headers.get("content-type"),
-            content_encoding=request.headers.get("content-encoding"),
             query_data=request.query_params.get("data"),
             limit=self.limits.max_request_bytes,
             max_items=self.limits.max_events_per_request,

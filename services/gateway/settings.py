@@ -19,6 +19,9 @@ class GatewaySettings:
     trusted_proxies: tuple[Network, ...] = ()  # peers whose X-Forwarded-For is believed
     region: RegionSettings = field(default_factory=RegionSettings)  # projects of another region: 403
     redis_url: str = ""  # the import rate limit's window, shared by every gateway
+    # FOOTFALL_IMPORT_FAST_PATH (default on): `serve` stores plain /import batches through the Rust
+    # fast path (`footfall.shared.events.fast_import`) where it is installed; 0 turns it off.
+    import_fast_path: bool = True
 
     @classmethod
     def from_env(cls, values: Mapping[str, str] | None = None) -> GatewaySettings:
@@ -33,4 +36,5 @@ class GatewaySettings:
             ImportLimits.from_env(env),
             trusted_proxies=trusted_proxies,
             redis_url=env.text("REDIS_URL"),
+            import_fast_path=env.flag("IMPORT_FAST_PATH", True),
         )

@@ -15,6 +15,7 @@ from typing import Any, Protocol, TypeVar
 
 from footfall.shared.errors import UnavailableError
 from footfall.shared.events import Event
+from footfall.shared.events.fast_import import FastRows
 from footfall.shared.streams import EVENTS, Stream
 
 T = TypeVar("T")
@@ -26,6 +27,13 @@ class Sink(Protocol):
     async def publish(self, stream: Stream[T], items: list[T]) -> dict[int, str]: ...
 
     async def stop(self) -> None: ...
+
+
+class FastRowsSink(Protocol):
+    """A sink that stores the `/import` fast path's rows (Native rows of the events table) as
+    they are, returning once they are durable: the embedded sink."""
+
+    async def publish_fast(self, rows: FastRows) -> None: ...
 
 
 class MemorySink:

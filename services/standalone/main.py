@@ -24,6 +24,7 @@ from footfall.services.app.organizations import organization_routes
 from footfall.services.app.retention import retention_routes
 from footfall.services.app.saved import MANAGEMENT, saved_routes
 from footfall.services.gateway.app import INGESTION, ingestion_routes
+from footfall.services.gateway.import_ import FastPath
 from footfall.services.gateway.ratelimit import open_rate_limiter
 from footfall.services.gateway.sinks import Sink
 from footfall.services.migrate.http import MIGRATE, migrate_routes
@@ -38,6 +39,7 @@ from footfall.services.worker.enrich import open_enricher
 from footfall.shared.auth import Authenticator
 from footfall.shared.backup import release_schema_version
 from footfall.shared.config import Env, HotSettings
+from footfall.shared.events import fast_import
 from footfall.shared.kafka.directory import DirectoryRefresher
 from footfall.shared.lifecycle import Services
 from footfall.shared.metadata import Directory, MetadataRepository, UsageRecorder
@@ -61,6 +63,17 @@ class Embedded:
     warehouse: ClickHouseWarehouse
     authenticator: Authenticator
     repo: MetadataRepository
+
+
+def _fast_path(settings: ServeSettings, sink: Sink, *, geo: bool) -> FastPath | None:
+    """The `/import` fast path, with the embedded sink only (a broker takes events, not rows),
+    unless FOOTFALL_IMPORT_FAST_PATH=0 or the extension is not installed."""
+    if not isinstance(sink, EmbeddedSink) or not settings.gateway.import_fast_path:
+        return None
+    if not fast_import.available():
+        log.warning("import_fast_path_unavailable", reason="the Rust extension is not installed")
+        return None
+    return FastPath(fast_import.FastImport(settings.gateway.limits, geo=geo), sink)
 
 
 def build_embedded(settings: ServeSettings, *, sink: Sink | None = None) -> Embedded:
@@ -131,7 +144,12 @@ def build_embedded(settings: ServeSettings, *, sink: Sink | None = None) -> Embe
             warehouse.close()
 
     routes = ingestion_routes(
-        authenticator, sink, settings.gateway.limits, trusted_proxies=settings.gateway.trusted_proxies, rate=rate
+        authenticator,
+        sink,
+        settings.gateway.limits,
+        trusted_proxies=settings.gateway.trusted_proxies,
+        rate=rate,
+        fast=_fast_path(settings, sink, geo=enricher.reader is not None),
     )
     counter = cohort_counter(warehouse, settings.query)  # one count cache for the reports and management
     routes += query_routes(authenticator, warehouse, settings.query, counter)

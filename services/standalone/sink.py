@@ -8,6 +8,12 @@ insert takes everything that queued while the previous one ran (up to `max_group
 One insert per group means one new part per group instead of one per request, and the
 engine's fixed cost per insert is shared. A failed insert fails every request of its group
 with the same retryable 503: nothing of a group is acknowledged unless all of it is stored.
+
+The `/import` fast path's requests (`publish_fast`: rows already built, as Native blocks) are
+grouped alike, their blocks inserted together; a run of such requests and a run of requests
+with events are separate inserts. Inside a group of blocks no dedup key repeats: a request
+holding a duplicate of an earlier one of the group starts the next group, so the later copy
+is the later insert and wins, as in one group of events.
 """
 
 from __future__ import annotations
@@ -20,8 +26,10 @@ from typing import Any, TypeVar
 import structlog
 
 from footfall.services.worker.store import store_batch
+from footfall.shared import metrics
 from footfall.shared.errors import UnavailableError
-from footfall.shared.streams import Locator, Stream
+from footfall.shared.events.fast_import import FastRows
+from footfall.shared.streams import EVENTS, Locator, Stream
 from footfall.shared.streams.stream import PackedRows, insert_packed
 from footfall.shared.warehouse import Warehouse, WarehouseError
 
@@ -34,8 +42,12 @@ MAX_GROUP_ITEMS = 50_000  # one insert takes at most this many items (more only 
 
 @dataclass
 class _Waiter:
-    items: list[Any]
+    items: list[Any] | FastRows
     done: asyncio.Future[dict[int, str]]
+
+    @property
+    def size(self) -> int:
+        return self.items.rows if isinstance(self.items, FastRows) else len(self.items)
 
 
 @dataclass
@@ -79,6 +91,16 @@ class EmbeddedSink:
             return {}
         if stream.name not in self.grouped:
             return await self._store(stream, items)
+        return await self._enqueue(stream, items)
+
+    async def publish_fast(self, rows: FastRows) -> None:
+        """The `/import` fast path's rows of one request, stored as they are (returns once stored)."""
+        if EVENTS.name not in self.grouped:
+            await self._store_fast(EVENTS, [rows])
+        else:
+            await self._enqueue(EVENTS, rows)
+
+    async def _enqueue(self, stream: Stream[Any], items: list[Any] | FastRows) -> dict[int, str]:
         group = self._groups.setdefault(stream.name, _Group())
         waiter = _Waiter(items, asyncio.get_running_loop().create_future())
         waiter.done.add_done_callback(_retrieve)  # a client that left is not told; nothing is logged
@@ -105,20 +127,48 @@ class EmbeddedSink:
             raise UnavailableError("storage unavailable, retry with backoff") from exc
         return stored.refused
 
+    async def _store_fast(self, stream: Stream[Any], batch: list[FastRows]) -> None:
+        packed = PackedRows([rows.block for rows in batch], sum(rows.rows for rows in batch))
+        try:
+            await self.warehouse.run(insert_packed, self.warehouse, stream.table, packed)
+        except WarehouseError as exc:
+            log.error("embedded_insert_failed", stream=stream.name, error=str(exc)[:2000])
+            raise UnavailableError("storage unavailable, retry with backoff") from exc
+        dropped = sum(rows.dropped for rows in batch)
+        if dropped:
+            metrics.DUPLICATES_DROPPED.labels("batch").inc(dropped)
+
+    def _take(self, group: _Group) -> list[_Waiter]:
+        """The next group: waiters of one kind (events, or fast rows whose keys do not repeat), in
+        order, up to `max_group_items` items (at least one waiter)."""
+        fast = isinstance(group.waiting[0].items, FastRows)
+        keys: set[bytes] = set()
+        taken, count = 0, 0
+        for waiter in group.waiting:
+            if isinstance(waiter.items, FastRows) != fast or (taken and count + waiter.size > self.max_group_items):
+                break
+            if isinstance(waiter.items, FastRows):
+                mine = waiter.items.key_set()
+                if taken and not keys.isdisjoint(mine):
+                    break
+                keys |= mine
+            count += waiter.size
+            taken += 1
+        batch, group.waiting = group.waiting[:taken], group.waiting[taken:]
+        return batch
+
     async def _commit(self, stream: Stream[Any], group: _Group) -> None:
         """Insert what waits, group after group, until nothing does."""
         try:
             while group.waiting:
-                taken, count = 0, 0
-                while taken < len(group.waiting) and (
-                    taken == 0 or count + len(group.waiting[taken].items) <= self.max_group_items
-                ):
-                    count += len(group.waiting[taken].items)
-                    taken += 1
-                batch, group.waiting = group.waiting[:taken], group.waiting[taken:]
-                items = [item for waiter in batch for item in waiter.items]
+                batch = self._take(group)
                 try:
-                    refused = await self._store(stream, items)
+                    if isinstance(batch[0].items, FastRows):
+                        await self._store_fast(stream, [w.items for w in batch if isinstance(w.items, FastRows)])
+                        refused: dict[int, str] = {}
+                    else:
+                        items = [item for w in batch if not isinstance(w.items, FastRows) for item in w.items]
+                        refused = await self._store(stream, items)
                 except BaseException as exc:  # every request of the group fails alike
                     for waiter in batch:
                         if not waiter.done.done():
@@ -128,7 +178,7 @@ class EmbeddedSink:
                     continue
                 offset = 0
                 for waiter in batch:
-                    end = offset + len(waiter.items)
+                    end = offset + waiter.size
                     mine = {i - offset: reason for i, reason in refused.items() if offset <= i < end}
                     if not waiter.done.done():
                         waiter.done.set_result(mine)

@@ -156,6 +156,60 @@ def test_duplicates_surface_once_within_across_and_after_restart(serve_process: 
     assert sorted(x["properties"]["$insert_id"] for x in export(serve_process)) == ["dup-1", "dup-2"]
 
 
+def fast_path_count(server: ServeProcess, outcome: str) -> float:
+    for line in httpx.get(server.base + "/metrics", timeout=30).text.splitlines():
+        if line.startswith(f'footfall_import_fast_path_total{{outcome="{outcome}"}}'):
+            return float(line.split()[-1])
+    return 0.0
+
+
+def test_the_fast_path_and_the_python_path_store_the_same_events(serve_process: ServeProcess) -> None:
+    """A plain body goes through the Rust fast path, one with a string to truncate through the
+    Python path (both counted in /metrics); the export reads the same events back from both."""
+    props = {
+        "plan": "pro",
+        "price": 12.5,
+        "big": 2**64 - 1,
+        "tiny": 1e-7,
+        "text": 'caf\u00e9 \U0001f600 "quoted" \\ \n\t\x01',
+        "nested": {"a": [1, 2.0, None, True], "b": {"c": []}},
+        "token": "dropped",
+        "ip": "203.0.113.9",
+    }
+    stamp = int(time.time()) - 60
+    plain = [make_event("Fast", distinct_id=f"f{i}", t=stamp + i, n=i, **props) for i in range(3)]
+    taken, declined = fast_path_count(serve_process, "taken"), fast_path_count(serve_process, "declined")
+    assert post_import(serve_process, orjson.dumps(plain)).json()["num_records_imported"] == 3
+    assert (fast_path_count(serve_process, "taken"), fast_path_count(serve_process, "declined")) == (
+        taken + 1,
+        declined,
+    )
+
+    slow = [make_event("Slow", distinct_id=f"f{i}", t=stamp + i, n=i, **props) for i in range(3)]
+    slow[2]["properties"]["long"] = "x" * 300
+    assert post_import(serve_process, orjson.dumps(slow)).json()["num_records_imported"] == 3
+    assert fast_path_count(serve_process, "declined") == declined + 1
+
+    def without_ids(name: str) -> list[dict[str, Any]]:
+        rows = sorted(export(serve_process, event=f'["{name}"]'), key=lambda e: e["properties"]["n"])
+        return [
+            {k: v for k, v in e["properties"].items() if k not in ("$insert_id", "long", "mp_processing_time_ms")}
+            for e in rows
+        ]
+
+    fast_rows, slow_rows = without_ids("Fast"), without_ids("Slow")
+    assert fast_rows == slow_rows and len(fast_rows) == 3
+    assert fast_rows[0]["text"] == props["text"] and fast_rows[0]["big"] == 2**64 - 1 and fast_rows[0]["tiny"] == 1e-7
+    assert "token" not in fast_rows[0] and "ip" not in fast_rows[0]
+
+    # A later request's copy of an event replaces the earlier one, through the fast path too.
+    first = make_event("Again", insert_id="again-1", t=stamp, plan="free")
+    post_import(serve_process, orjson.dumps([first]))
+    first["properties"]["plan"] = "paid"
+    post_import(serve_process, orjson.dumps([first]))
+    assert [e["properties"]["plan"] for e in export(serve_process, event='["Again"]')] == ["paid"]
+
+
 def test_concurrent_clients(serve_process: ServeProcess) -> None:
     batches = [[make_event("Conc", distinct_id=f"c{k}", idx=i) for i in range(200)] for k in range(12)]
     with concurrent.futures.ThreadPoolExecutor(max_workers=6) as pool:

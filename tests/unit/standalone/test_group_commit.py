@@ -13,6 +13,7 @@ import pytest
 
 from footfall.services.standalone.sink import EmbeddedSink
 from footfall.shared.errors import UnavailableError
+from footfall.shared.events.fast_import import FastRows
 from footfall.shared.schema.catalog import EVENTS as EVENTS_TABLE
 from footfall.shared.streams import Place, Stored, Stream
 from footfall.shared.warehouse import WarehouseError
@@ -165,5 +166,81 @@ def test_streams_not_grouped_keep_one_insert_per_request() -> None:
         assert sorted(store.batches) == [[-2], [1], [3]]
         with pytest.raises(UnavailableError):
             await sink.publish(updates, [666])
+
+    asyncio.run(scenario())
+
+
+class NativeWarehouse(Warehouse):
+    """Also takes the fast path's Native blocks: each insert of blocks lands in `store.batches`
+    as the blocks' contents, beside the batches of events."""
+
+    def insert_native(self, table: str, columns: Sequence[str], blocks: Sequence[bytes]) -> None:
+        assert table == "events" and list(columns) == list(EVENTS_TABLE.column_names)
+        if any(block == b"fail" for block in blocks):
+            raise WarehouseError("disk full")
+        self.store.batches.append([block.decode() for block in blocks])  # type: ignore[misc]
+
+
+def fast_rows(block: str, *keys: int, items: int | None = None) -> FastRows:
+    encoded = b"".join(key.to_bytes(16, "big") for key in keys)
+    return FastRows(block.encode(), encoded, items if items is not None else len(keys), len(keys))
+
+
+def test_fast_rows_share_inserts_and_a_repeated_key_or_a_batch_of_events_starts_the_next_one() -> None:
+    async def scenario() -> None:
+        store = Store()
+        warehouse = NativeWarehouse(store)
+        sink = EmbeddedSink(warehouse, NoPlace(), grouped={"events"})  # type: ignore[arg-type]
+        events = stream("events", store)
+        first = asyncio.create_task(sink.publish(events, [1]))
+        await until(lambda: warehouse.running == 1)
+        waiting = [
+            sink.publish_fast(fast_rows("A", 1, 2)),
+            sink.publish_fast(fast_rows("B", 3, items=2)),  # a duplicate inside its request was dropped
+            sink.publish_fast(fast_rows("C", 2, 4)),  # a later copy of an event of A: the next insert
+            sink.publish_fast(fast_rows("D", 5)),
+            sink.publish(events, [2, -3]),
+            sink.publish_fast(fast_rows("E", 6)),
+        ]
+        tasks = [asyncio.create_task(w) for w in waiting]  # type: ignore[arg-type]
+        await until(lambda: len(sink._groups["events"].waiting) == 6)
+        store.gate.set()
+        assert await first == {}
+        assert [await t for t in tasks] == [None, None, None, None, {1: "negative -3"}, None]
+        assert store.batches == [[1], ["A", "B"], ["C", "D"], [2, -3], ["E"]]  # type: ignore[comparison-overlap]
+        await sink.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_failed_insert_of_fast_rows_fails_its_group_only() -> None:
+    async def scenario() -> None:
+        store = Store()
+        warehouse = NativeWarehouse(store)
+        sink = EmbeddedSink(warehouse, NoPlace(), grouped={"events"})  # type: ignore[arg-type]
+        events = stream("events", store)
+        first = asyncio.create_task(sink.publish(events, [1]))
+        await until(lambda: warehouse.running == 1)
+        doomed = [asyncio.create_task(sink.publish_fast(fast_rows(b, k))) for b, k in (("A", 1), ("fail", 2))]
+        after = asyncio.create_task(sink.publish(events, [3]))
+        await until(lambda: len(sink._groups["events"].waiting) == 3)
+        store.gate.set()
+        await first
+        for task in doomed:
+            with pytest.raises(UnavailableError):
+                await task
+        assert await after == {}
+        assert store.batches == [[1], [3]]
+
+    asyncio.run(scenario())
+
+
+def test_fast_rows_go_straight_in_when_events_are_not_grouped() -> None:
+    async def scenario() -> None:
+        store = Store()
+        store.gate.set()
+        sink = EmbeddedSink(NativeWarehouse(store), NoPlace())  # type: ignore[arg-type]
+        await sink.publish_fast(fast_rows("A", 1))
+        assert store.batches == [["A"]]  # type: ignore[comparison-overlap]
 
     asyncio.run(scenario())
