@@ -45,7 +45,7 @@ from footfall.shared.lifecycle import Services
 from footfall.shared.metadata import Directory, MetadataRepository, UsageRecorder
 from footfall.shared.profiles.cache import use_state_cache
 from footfall.shared.saved import WarehouseSavedStore
-from footfall.shared.schema import apply_migrations
+from footfall.shared.schema import apply_migrations, hot
 from footfall.shared.schema.hot_auto import start_hot_columns
 from footfall.shared.streams import EVENTS
 from footfall.shared.warehouse import ClickHouseWarehouse, open_warehouse
@@ -73,7 +73,8 @@ def _fast_path(settings: ServeSettings, sink: Sink, *, geo: bool) -> FastPath | 
     if not fast_import.available():
         log.warning("import_fast_path_unavailable", reason="the Rust extension is not installed")
         return None
-    return FastPath(fast_import.FastImport(settings.gateway.limits, geo=geo), sink)
+    rows = fast_import.FastImport(settings.gateway.limits, geo=geo, hot_columns=hot.in_use_columns)
+    return FastPath(rows, sink)
 
 
 def build_embedded(settings: ServeSettings, *, sink: Sink | None = None) -> Embedded:

@@ -130,7 +130,7 @@ class EmbeddedSink:
     async def _store_fast(self, stream: Stream[Any], batch: list[FastRows]) -> None:
         packed = PackedRows([rows.block for rows in batch], sum(rows.rows for rows in batch))
         try:
-            await self.warehouse.run(insert_packed, self.warehouse, stream.table, packed)
+            await self.warehouse.run(insert_packed, self.warehouse, stream.table, packed, batch[0].columns)
         except WarehouseError as exc:
             log.error("embedded_insert_failed", stream=stream.name, error=str(exc)[:2000])
             raise UnavailableError("storage unavailable, retry with backoff") from exc
@@ -139,13 +139,15 @@ class EmbeddedSink:
             metrics.DUPLICATES_DROPPED.labels("batch").inc(dropped)
 
     def _take(self, group: _Group) -> list[_Waiter]:
-        """The next group: waiters of one kind (events, or fast rows whose keys do not repeat), in
-        order, up to `max_group_items` items (at least one waiter)."""
-        fast = isinstance(group.waiting[0].items, FastRows)
+        """The next group: waiters of one kind (events, or fast rows of the same columns whose
+        keys do not repeat), in order, up to `max_group_items` items (at least one waiter)."""
+        first = group.waiting[0].items
+        columns = first.columns if isinstance(first, FastRows) else None
         keys: set[bytes] = set()
         taken, count = 0, 0
         for waiter in group.waiting:
-            if isinstance(waiter.items, FastRows) != fast or (taken and count + waiter.size > self.max_group_items):
+            kind = waiter.items.columns if isinstance(waiter.items, FastRows) else None
+            if kind != columns or (taken and count + waiter.size > self.max_group_items):
                 break
             if isinstance(waiter.items, FastRows):
                 mine = waiter.items.key_set()

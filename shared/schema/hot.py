@@ -61,6 +61,7 @@ __all__ = [
     "ensure",
     "expression",
     "in_use",
+    "in_use_columns",
     "mark_auto",
     "materialize_statement",
     "take_reads",
@@ -207,6 +208,11 @@ def use(names: Iterable[str]) -> None:
 
 def in_use() -> tuple[str, ...]:
     return tuple(_in_use)
+
+
+def in_use_columns() -> tuple[tuple[str, str], ...]:
+    """(property, column) of the names in use: what the `/import` fast path fills itself."""
+    return tuple(_in_use.items())
 
 
 @contextmanager

@@ -138,9 +138,15 @@ def insert_built(warehouse: Warehouse, table: Table, built: Rows) -> None:
     )
 
 
-def insert_packed(warehouse: Warehouse, table: Table, packed: PackedRows) -> None:
-    """One insert of packed rows, as they are (blocking: in the warehouse's thread)."""
-    _timed_insert(lambda: warehouse.insert_native(table.name, table.column_names, packed.blobs), packed.rows)
+def insert_packed(warehouse: Warehouse, table: Table, packed: PackedRows, columns: Sequence[str] | None = None) -> None:
+    """One insert of packed rows, as they are (blocking: in the warehouse's thread). `columns`:
+    the blocks' own, when they hold more than the table's catalog columns (the values of
+    MATERIALIZED ones: the hot property columns the `/import` fast path computes)."""
+    names = table.column_names if columns is None else tuple(columns)
+    materialized = tuple(names) != tuple(table.column_names)
+    _timed_insert(
+        lambda: warehouse.insert_native(table.name, names, packed.blobs, materialized=materialized), packed.rows
+    )
 
 
 def insert_rows(

@@ -13,6 +13,8 @@ ingestion's), threads and per-statement limits (`footfall.shared.warehouse.lanes
 from __future__ import annotations
 
 import asyncio
+import re
+import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -25,6 +27,8 @@ from footfall.shared.warehouse.dsn import Dsn, parse_dsn
 from footfall.shared.warehouse.lanes import QueryLane, QueryLimits
 
 T = TypeVar("T")
+
+_IDENTIFIER = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 class WarehouseError(RuntimeError):
@@ -44,7 +48,9 @@ class Warehouse(Protocol):
         self, table: str, columns: Sequence[str], data: Sequence[Sequence[Any]], *, column_oriented: bool = False
     ) -> None: ...
 
-    def insert_native(self, table: str, columns: Sequence[str], blocks: Sequence[bytes]) -> None: ...
+    def insert_native(
+        self, table: str, columns: Sequence[str], blocks: Sequence[bytes], *, materialized: bool = False
+    ) -> None: ...
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T: ...
 
@@ -120,15 +126,41 @@ class ClickHouseWarehouse:
         except ClickHouseError as exc:
             raise WarehouseError(str(exc)) from exc
 
-    def insert_native(self, table: str, columns: Sequence[str], blocks: Sequence[bytes]) -> None:
+    def insert_native(
+        self, table: str, columns: Sequence[str], blocks: Sequence[bytes], *, materialized: bool = False
+    ) -> None:
         """Insert rows already encoded as Native blocks (`footfall.shared.warehouse.native`),
-        as they are: one insert of every block, in order (none when every block is empty)."""
+        as they are: one insert of every block, in order (none when every block is empty).
+        `materialized`: `columns` include MATERIALIZED ones whose values the blocks give (the
+        engine takes them instead of computing them)."""
         if not any(blocks):
             return
         try:
-            self._client.raw_insert(table, list(columns), (b for b in blocks), fmt="Native")
+            if materialized and self.dsn.embedded:
+                self._insert_native_file(table, columns, blocks)
+                return
+            settings = {"insert_allow_materialized_columns": 1} if materialized else None
+            self._client.raw_insert(table, list(columns), (b for b in blocks), settings=settings, fmt="Native")
         except ClickHouseError as exc:
             raise WarehouseError(str(exc)) from exc
+
+    def _insert_native_file(self, table: str, columns: Sequence[str], blocks: Sequence[bytes]) -> None:
+        """chDB's `INSERT … FROM INFILE` (how clickhouse-connect inserts into it) ignores
+        `insert_allow_materialized_columns`; `INSERT … SELECT` from the same file honours it.
+        Names are the catalog's and the hot columns' (identifiers by construction)."""
+        bad = [name for name in (table, *columns) if not _IDENTIFIER.match(name)]
+        if bad:
+            raise WarehouseError(f"not identifiers: {bad}")
+        with tempfile.NamedTemporaryFile(prefix="footfall-insert-", suffix=".native") as tmp:
+            for block in blocks:
+                tmp.write(block)
+            tmp.flush()
+            names = ", ".join(f"`{name}`" for name in columns)
+            path = tmp.name.replace("\\", "\\\\").replace("'", "\\'")
+            self._client.command(
+                f"INSERT INTO `{table}` ({names}) SETTINGS insert_allow_materialized_columns = 1 "  # noqa: S608 - identifiers checked above; the path is our own temporary file
+                f"SELECT * FROM file('{path}', Native)"
+            )
 
     def command(self, sql: str, parameters: dict[str, Any] | None = None) -> Any:
         return self.execute_command(sql, parameters, None)

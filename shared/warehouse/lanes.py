@@ -125,8 +125,10 @@ class QueryLane:
     ) -> None:
         self.base.execute_insert(table, columns, data, column_oriented=column_oriented)
 
-    def insert_native(self, table: str, columns: Sequence[str], blocks: Sequence[bytes]) -> None:
-        self.base.insert_native(table, columns, blocks)
+    def insert_native(
+        self, table: str, columns: Sequence[str], blocks: Sequence[bytes], *, materialized: bool = False
+    ) -> None:
+        self.base.insert_native(table, columns, blocks, materialized=materialized)
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
         loop = asyncio.get_running_loop()

@@ -317,6 +317,40 @@ def test_an_event_over_the_size_limit_is_declined_when_the_body_could_hold_one()
     assert_same(orjson.dumps([small, small]), limits, strict=True, must_take=True)
 
 
+# -- hot property columns ----------------------------------------------------------------------
+
+HOT = (("plan", "hp_plan"), ("n", "hp_n"), ("nested", "hp_nested"), ("absent", "hp_absent"), ("time", "hp_time"))
+
+
+def hot_block(*items: Any) -> tuple[fast_import.FastRows, dict[str, list[Any]]]:
+    rows = fast_import.FastImport(ImportLimits(), geo=False, hot_columns=lambda: HOT).rows(
+        orjson.dumps(list(items)), project_id=PROJECT, now_ms=NOW_MS, ingested_at_ms=INGESTED_MS
+    )
+    assert rows is not None
+    return rows, native.decode(rows.block)
+
+
+def test_hot_columns_hold_the_raw_text_of_each_value_when_every_value_is_of_a_safe_kind() -> None:
+    nested = {"a": [1, "x/y", None], "b": {"c": True, "q": 'say "hi" \\'}}
+    rows, columns = hot_block(event(plan="pro", n=-(2**63), nested=nested), event(**{"$insert_id": "id-2", "n": 7}))
+    assert rows.columns == (*EVENTS_TABLE.column_names, "hp_plan", "hp_n", "hp_nested", "hp_absent", "hp_time")
+    assert columns["hp_plan"] == ['"pro"', ""]  # '' where the property is missing
+    assert columns["hp_n"] == [str(-(2**63)), "7"]
+    assert columns["hp_nested"] == [orjson.dumps(nested).decode(), ""]
+    assert columns["hp_absent"] == ["", ""] and columns["hp_time"] == ["", ""]  # time is not a property
+    assert python_columns(python_path(orjson.dumps([event(plan="pro")]), ImportLimits(), True)[0] or {}) == {
+        name: values[:1]
+        for name, values in native.decode(hot_block(event(plan="pro"))[0].block).items()
+        if not name.startswith("hp_")
+    }
+
+
+@pytest.mark.parametrize("value", [2.5, 1e16, "café", "tab\there", "\u2028", ["ok", 1.0], {"k": "ü"}])
+def test_a_value_the_engine_may_write_otherwise_leaves_every_hot_column_to_the_engine(value: Any) -> None:
+    rows, columns = hot_block(event(plan="pro"), event(**{"$insert_id": "id-2", "nested": value}))
+    assert rows.columns == EVENTS_TABLE.column_names and not any(name.startswith("hp_") for name in columns)
+
+
 # -- JSON as orjson writes it ----------------------------------------------------------------
 
 

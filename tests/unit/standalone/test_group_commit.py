@@ -174,19 +174,23 @@ class NativeWarehouse(Warehouse):
     """Also takes the fast path's Native blocks: each insert of blocks lands in `store.batches`
     as the blocks' contents, beside the batches of events."""
 
-    def insert_native(self, table: str, columns: Sequence[str], blocks: Sequence[bytes]) -> None:
-        assert table == "events" and list(columns) == list(EVENTS_TABLE.column_names)
+    def insert_native(
+        self, table: str, columns: Sequence[str], blocks: Sequence[bytes], *, materialized: bool = False
+    ) -> None:
+        assert table == "events" and list(columns[:11]) == list(EVENTS_TABLE.column_names)
+        assert materialized == (len(columns) > 11)  # hot columns given: the engine must take them
         if any(block == b"fail" for block in blocks):
             raise WarehouseError("disk full")
         self.store.batches.append([block.decode() for block in blocks])  # type: ignore[misc]
 
 
-def fast_rows(block: str, *keys: int, items: int | None = None) -> FastRows:
+def fast_rows(block: str, *keys: int, items: int | None = None, hot: tuple[str, ...] = ()) -> FastRows:
     encoded = b"".join(key.to_bytes(16, "big") for key in keys)
-    return FastRows(block.encode(), encoded, items if items is not None else len(keys), len(keys))
+    columns = EVENTS_TABLE.column_names + hot
+    return FastRows(block.encode(), encoded, items if items is not None else len(keys), len(keys), columns)
 
 
-def test_fast_rows_share_inserts_and_a_repeated_key_or_a_batch_of_events_starts_the_next_one() -> None:
+def test_fast_rows_share_inserts_and_a_repeated_key_other_columns_or_events_start_the_next_one() -> None:
     async def scenario() -> None:
         store = Store()
         warehouse = NativeWarehouse(store)
@@ -201,13 +205,16 @@ def test_fast_rows_share_inserts_and_a_repeated_key_or_a_batch_of_events_starts_
             sink.publish_fast(fast_rows("D", 5)),
             sink.publish(events, [2, -3]),
             sink.publish_fast(fast_rows("E", 6)),
+            sink.publish_fast(fast_rows("F", 7, hot=("hp_x_00000000",))),  # other columns: another insert
+            sink.publish_fast(fast_rows("G", 8, hot=("hp_x_00000000",))),
         ]
         tasks = [asyncio.create_task(w) for w in waiting]  # type: ignore[arg-type]
-        await until(lambda: len(sink._groups["events"].waiting) == 6)
+        await until(lambda: len(sink._groups["events"].waiting) == 8)
         store.gate.set()
         assert await first == {}
-        assert [await t for t in tasks] == [None, None, None, None, {1: "negative -3"}, None]
-        assert store.batches == [[1], ["A", "B"], ["C", "D"], [2, -3], ["E"]]  # type: ignore[comparison-overlap]
+        assert [await t for t in tasks] == [None, None, None, None, {1: "negative -3"}, None, None, None]
+        expected = [[1], ["A", "B"], ["C", "D"], [2, -3], ["E"], ["F", "G"]]
+        assert store.batches == expected  # type: ignore[comparison-overlap]
         await sink.stop()
 
     asyncio.run(scenario())

@@ -159,6 +159,7 @@ struct Row<'a> {
     insert_id: &'a str,
     properties: Vec<u8>,
     key: [u8; 16],
+    hot: Vec<Vec<u8>>, // the hot columns' values, when the request's can all be given
 }
 
 fn chars_within(s: &str, max: usize) -> bool {
@@ -263,12 +264,8 @@ fn write_value(out: &mut Vec<u8>, v: &J) {
         J::Null => out.extend_from_slice(b"null"),
         J::Bool(true) => out.extend_from_slice(b"true"),
         J::Bool(false) => out.extend_from_slice(b"false"),
-        J::I64(i) => {
-            let _ = write!(out, "{}", i);
-        }
-        J::U64(u) => {
-            let _ = write!(out, "{}", u);
-        }
+        J::I64(i) => out.extend_from_slice(itoa::Buffer::new().format(*i).as_bytes()),
+        J::U64(u) => out.extend_from_slice(itoa::Buffer::new().format(*u).as_bytes()),
         J::F64(f) => write_float(out, *f),
         J::Str(s) => write_str(out, s),
         J::Arr(items) => {
@@ -353,13 +350,13 @@ fn time_ms(v: &J) -> Option<i128> {
 
 fn distinct_id<'a>(v: &'a J<'a>, lim: &Intake) -> Option<Cow<'a, str>> {
     let did: Cow<'a, str> = match v {
-        J::Str(s) if s.is_ascii() && s.len() <= lim.max_string_len => Cow::Borrowed(s.as_ref()),
+        J::Str(s) if s.is_ascii() => Cow::Borrowed(s.as_ref()),
         J::I64(i) => Cow::Owned(i.to_string()),
         J::U64(u) => Cow::Owned(u.to_string()),
         _ => return None,
     };
-    if reserved(&did, &lim.reserved_ids) {
-        return None;
+    if did.len() > lim.max_string_len || reserved(&did, &lim.reserved_ids) {
+        return None; // (an integer's text is truncated too)
     }
     Some(did)
 }
@@ -375,8 +372,8 @@ fn insert_id<'a>(v: &'a J<'a>, lim: &Intake) -> Option<&'a str> {
 
 fn dedup_key(project_id: u64, event: &str, time_ms: i64, distinct_id: &str, insert_id: &str) -> [u8; 16] {
     // `model.dedup_key`: each part as 4-byte little-endian length + bytes, BLAKE2b of 16 bytes
-    let p = project_id.to_string();
-    let t = time_ms.to_string();
+    let (mut p, mut t) = (itoa::Buffer::new(), itoa::Buffer::new());
+    let (p, t) = (p.format(project_id), t.format(time_ms));
     let mut hasher = Blake2bVar::new(16).expect("16 is a valid BLAKE2b output size");
     for part in [p.as_bytes(), event.as_bytes(), t.as_bytes(), distinct_id.as_bytes(), insert_id.as_bytes()] {
         hasher.update(&(part.len() as u32).to_le_bytes());
@@ -427,7 +424,46 @@ fn plain_event<'a>(item: &'a J<'a>, lim: &Intake, scratch: &mut Vec<u8>) -> Opti
     let mut properties = Vec::with_capacity(256);
     write_members(&mut properties, props, true);
     let key = dedup_key(lim.project_id, name, time, &did, iid);
-    Some(Row { time_ms: time, event: name, distinct_id: did, insert_id: iid, properties, key })
+    Some(Row { time_ms: time, event: name, distinct_id: did, insert_id: iid, properties, key, hot: Vec::new() })
+}
+
+// -- hot property columns --------------------------------------------------------------------
+
+/// A value whose text the engine's `JSONExtractRaw` writes exactly as `write_value` does
+/// (checked against the engine: it writes floats its own way — `10000000000000000` for 1e16 —
+/// and escapes U+2028): printable ASCII strings, integers, booleans, null, and arrays and
+/// objects of those.
+fn raw_text_agrees(v: &J) -> bool {
+    match v {
+        J::Str(s) => printable_ascii(s),
+        J::F64(_) => false,
+        J::Arr(items) => items.iter().all(raw_text_agrees),
+        J::Obj(members) => members.iter().all(|(k, v)| printable_ascii(k) && raw_text_agrees(v)),
+        _ => true,
+    }
+}
+
+fn printable_ascii(s: &str) -> bool {
+    s.bytes().all(|b| (0x20..0x7f).contains(&b))
+}
+
+/// `JSONExtractRaw(properties, name)` for each hot name ('' when absent), or None when some
+/// value's text is not certain to be the engine's: the engine computes the columns then.
+fn hot_values(props: &[(Cow<str>, J)], names: &[String]) -> Option<Vec<Vec<u8>>> {
+    let mut values = Vec::with_capacity(names.len());
+    for name in names {
+        let mut text = Vec::new();
+        if !LIFTED.contains(&name.as_str()) {
+            if let Some((_, v)) = props.iter().find(|(k, _)| k == name) {
+                if !raw_text_agrees(v) {
+                    return None;
+                }
+                write_value(&mut text, v);
+            }
+        }
+        values.push(text);
+    }
+    Some(values)
 }
 
 // -- Native rows ------------------------------------------------------------------------------
@@ -450,10 +486,16 @@ fn write_bytes(out: &mut Vec<u8>, b: &[u8]) {
 }
 
 /// One Native block of `rows`, with the columns (name, type) the caller gives, in its order.
-fn native_block(rows: &[Row<'_>], columns: &[(String, String)], project_id: u64, ingested_at_ms: i64) -> Result<Vec<u8>, String> {
+fn native_block(
+    rows: &[Row<'_>],
+    columns: &[(String, String)],
+    hot_columns: &[String],
+    project_id: u64,
+    ingested_at_ms: i64,
+) -> Result<Vec<u8>, String> {
     let size: usize = rows.iter().map(|r| r.properties.len() + r.event.len() + r.distinct_id.len() + 80).sum();
     let mut out = Vec::with_capacity(size + 512);
-    leb128(&mut out, columns.len() as u64);
+    leb128(&mut out, (columns.len() + hot_columns.len()) as u64);
     leb128(&mut out, rows.len() as u64);
     for (name, type_name) in columns {
         write_bytes(&mut out, name.as_bytes());
@@ -471,6 +513,11 @@ fn native_block(rows: &[Row<'_>], columns: &[(String, String)], project_id: u64,
             other => return Err(format!("the fast path does not know the column {other:?}")),
         }
     }
+    for (i, column) in hot_columns.iter().enumerate() {
+        write_bytes(&mut out, column.as_bytes());
+        write_bytes(&mut out, b"String");
+        rows.iter().for_each(|r| write_bytes(&mut out, &r.hot[i]));
+    }
     Ok(out)
 }
 
@@ -479,9 +526,16 @@ struct Built {
     keys: Vec<u8>,
     items: usize,
     rows: usize,
+    hot: bool, // the block holds the hot columns
 }
 
-fn build(body: &[u8], lim: &Intake, columns: &[(String, String)], ingested_at_ms: i64) -> Result<Option<Built>, String> {
+fn build(
+    body: &[u8],
+    lim: &Intake,
+    columns: &[(String, String)],
+    hot: &[(String, String)],
+    ingested_at_ms: i64,
+) -> Result<Option<Built>, String> {
     let Ok(J::Arr(items)) = serde_json::from_slice::<J>(body) else { return Ok(None) };
     if items.is_empty() || items.len() > lim.max_items {
         return Ok(None);
@@ -489,8 +543,17 @@ fn build(body: &[u8], lim: &Intake, columns: &[(String, String)], ingested_at_ms
     let mut rows: Vec<Row<'_>> = Vec::with_capacity(items.len());
     let mut seen: HashMap<[u8; 16], usize> = HashMap::with_capacity(items.len());
     let mut scratch = Vec::new();
+    let hot_names: Vec<String> = hot.iter().map(|(name, _)| name.clone()).collect();
+    let mut hot_given = !hot.is_empty();
     for item in &items {
-        let Some(row) = plain_event(item, lim, &mut scratch) else { return Ok(None) };
+        let Some(mut row) = plain_event(item, lim, &mut scratch) else { return Ok(None) };
+        if hot_given {
+            let J::Obj(props) = item.get("properties").expect("a plain event has properties") else { unreachable!() };
+            match hot_values(props, &hot_names) {
+                Some(values) => row.hot = values,
+                None => hot_given = false,
+            }
+        }
         // the last copy of a duplicate wins, in the first copy's place (as `dedup_rows`)
         match seen.get(&row.key) {
             Some(&at) => rows[at] = row,
@@ -501,14 +564,16 @@ fn build(body: &[u8], lim: &Intake, columns: &[(String, String)], ingested_at_ms
         }
     }
     let count = items.len();
-    let block = native_block(&rows, columns, lim.project_id, ingested_at_ms)?;
+    let hot_columns: Vec<String> = if hot_given { hot.iter().map(|(_, column)| column.clone()).collect() } else { Vec::new() };
+    let block = native_block(&rows, columns, &hot_columns, lim.project_id, ingested_at_ms)?;
     let keys = rows.iter().flat_map(|r| r.key).collect();
-    Ok(Some(Built { block, keys, items: count, rows: rows.len() }))
+    Ok(Some(Built { block, keys, items: count, rows: rows.len(), hot: hot_given }))
 }
 
-/// `import_rows(body, columns, project_id, now_ms, ingested_at_ms, body_bytes, geo, limits, reserved_ids)`:
-/// `(native_block, keys, items, rows)` for a body whose every event is plain and valid (`keys`:
-/// the stored rows' 16-byte dedup keys, concatenated), or None. `limits`: (max_items,
+/// `import_rows(body, columns, project_id, now_ms, ingested_at_ms, body_bytes, geo, limits, reserved_ids, hot)`:
+/// `(native_block, keys, items, rows, hot_given)` for a body whose every event is plain and
+/// valid (`keys`: the stored rows' 16-byte dedup keys, concatenated), or None. `hot`: (property,
+/// column) of the hot columns; the block holds them after `columns` when `hot_given`. `limits`: (max_items,
 /// max_event_bytes, max_properties, max_nested_keys, max_depth, max_array_len,
 /// max_string_len, max_future_seconds); `reserved_ids`: the validator's (lower case). Runs
 /// without the GIL.
@@ -525,7 +590,8 @@ fn import_rows<'py>(
     geo: bool,
     limits: (usize, usize, usize, usize, usize, usize, usize, i64),
     reserved_ids: Vec<String>,
-) -> PyResult<Option<(Bound<'py, PyBytes>, Bound<'py, PyBytes>, usize, usize)>> {
+    hot: Vec<(String, String)>,
+) -> PyResult<Option<(Bound<'py, PyBytes>, Bound<'py, PyBytes>, usize, usize, bool)>> {
     let lim = Intake {
         reserved_ids,
         project_id,
@@ -541,8 +607,8 @@ fn import_rows<'py>(
         max_string_len: limits.6,
         max_future_seconds: limits.7,
     };
-    let built = py.allow_threads(|| build(body, &lim, &columns, ingested_at_ms)).map_err(PyValueError::new_err)?;
-    Ok(built.map(|b| (PyBytes::new(py, &b.block), PyBytes::new(py, &b.keys), b.items, b.rows)))
+    let built = py.allow_threads(|| build(body, &lim, &columns, &hot, ingested_at_ms)).map_err(PyValueError::new_err)?;
+    Ok(built.map(|b| (PyBytes::new(py, &b.block), PyBytes::new(py, &b.keys), b.items, b.rows, b.hot)))
 }
 
 /// Property JSON as the fast path writes it (`orjson.dumps` of the same value): for the tests.
