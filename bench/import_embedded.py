@@ -57,6 +57,16 @@ def rss_mb(pid: int) -> dict[str, float]:
     return {"serve_rss_mb_peak": out.get("VmHWM", 0.0), "serve_rss_mb_end": out.get("VmRSS", 0.0)}
 
 
+def fast_path_counts(base: str) -> dict[str, int]:
+    """`footfall_import_fast_path_total` by outcome (taken, declined), from serve's /metrics."""
+    counts: dict[str, int] = {}
+    for line in httpx.get(base + "/metrics", timeout=30).text.splitlines():
+        if line.startswith("footfall_import_fast_path_total{"):
+            outcome = line.split('outcome="', 1)[1].split('"', 1)[0]
+            counts[outcome] = int(float(line.split()[-1]))
+    return counts
+
+
 def make_bodies(count: int, seed: int) -> list[bytes]:
     rng = random.Random(seed)
     now = int(time.time())
@@ -117,6 +127,7 @@ def main(argv: list[str] | None = None) -> None:
         result = asyncio.run(blast(base, bodies, args.seconds, args.concurrency))
         cpu = cpu_seconds(pid) - cpu
         memory = rss_mb(pid)
+        fast_path = fast_path_counts(base)
     imported = int(str(result["events_imported"]))
     write_result(
         args.name,
@@ -127,6 +138,9 @@ def main(argv: list[str] | None = None) -> None:
             "target_events_per_second": 60_000,
             "target_serve_rss_mb": 1500,
             **result,
+            # FOOTFALL_IMPORT_FAST_PATH (default 1) and how many requests the Rust fast path took
+            "import_fast_path": os.environ.get("FOOTFALL_IMPORT_FAST_PATH", "1"),
+            "fast_path_requests": fast_path,
             "serve_cpu_seconds": round(cpu, 1),
             "serve_cores_used": round(cpu / float(str(result["seconds"])), 2),
             "serve_cpu_us_per_event": round(cpu * 1e6 / imported, 1) if imported else None,

@@ -12,7 +12,10 @@ decline each kind of event the Python path changes or rejects.
 from __future__ import annotations
 
 import json
+import math
+import random
 import string
+import struct
 from typing import Any
 
 import orjson
@@ -364,12 +367,28 @@ def test_numbers_are_written_as_orjson_writes_them(value: float | int) -> None:
 
 @pytest.mark.parametrize(
     "value",
-    [1e16, 1e15, 1e-5, 1e-6, 1.2345e-5, 123456789012345680000.0, 5e-324, -0.0, 0.0, 1.7976931348623157e308, 0.1],
+    [
+        *(1e16, 1e15, 1e-5, 1e-6, 1.2345e-5, 123456789012345680000.0, 5e-324, -0.0, 0.0, 1.7976931348623157e308),
+        0.1,
+        562949953421312.25,  # two shortest candidates (…312.2, …312.3): the even one, as Python's repr
+    ],
 )
 def test_float_notation_switches_where_orjson_switches(value: float) -> None:
     from footfall.shared.events import _fastpath
 
     assert _fastpath.dumps(orjson.dumps(value)) == orjson.dumps(value)
+
+
+def test_floats_of_every_bit_pattern_are_written_as_orjson_writes_them() -> None:
+    from footfall.shared.events import _fastpath
+
+    rng = random.Random(17)
+    floats = [struct.unpack("<d", rng.getrandbits(64).to_bytes(8, "little"))[0] for _ in range(50_000)]
+    floats = [f for f in floats if math.isfinite(f)] + [
+        round(rng.uniform(-1e6, 1e6), rng.randint(0, 8)) for _ in range(20_000)
+    ]
+    body = orjson.dumps(floats)
+    assert _fastpath.dumps(body) == body
 
 
 @settings(max_examples=500, deadline=None)

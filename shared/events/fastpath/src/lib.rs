@@ -157,9 +157,26 @@ struct Row<'a> {
     event: &'a str,
     distinct_id: Cow<'a, str>,
     insert_id: &'a str,
-    properties: Vec<u8>,
+    properties: Span, // in `Texts::bytes`
     key: [u8; 16],
-    hot: Vec<Vec<u8>>, // the hot columns' values, when the request's can all be given
+    hot: usize, // where this row's hot values start in `Texts::hot` (one span per hot column)
+}
+
+/// The text the rows refer to, written once per request: the property JSON of every row and
+/// the hot columns' values, one buffer (no allocation per row).
+#[derive(Default)]
+struct Texts {
+    bytes: Vec<u8>,
+    hot: Vec<Span>,
+}
+
+#[derive(Clone, Copy)]
+struct Span(usize, usize);
+
+impl Texts {
+    fn get(&self, span: Span) -> &[u8] {
+        &self.bytes[span.0..span.1]
+    }
 }
 
 fn chars_within(s: &str, max: usize) -> bool {
@@ -216,6 +233,28 @@ fn write_str(out: &mut Vec<u8>, s: &str) {
     out.push(b'"');
 }
 
+/// The shortest digits that read back as `f` (positive, finite, not zero) and the decimal
+/// exponent of the first: Ryu's, which breaks a tie between two shortest candidates to the even
+/// one as Python's `repr` and orjson do (Rust's own `{:e}` does not: 562949953421312.25 is
+/// `…312.2` there and `…312.3` here).
+fn shortest_digits(f: f64) -> (Vec<u8>, i32) {
+    let mut buffer = ryu::Buffer::new();
+    let text = buffer.format_finite(f); // "1.2345e-7", "123.45", "0.00012", "1e16"
+    let (number, exp) = match text.split_once('e') {
+        Some((number, exp)) => (number, exp.parse::<i32>().expect("ryu's exponent")),
+        None => (text, 0),
+    };
+    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+    let mut digits: Vec<u8> = whole.bytes().chain(fraction.bytes()).collect();
+    let leading = digits.iter().take_while(|&&d| d == b'0').count();
+    digits.drain(..leading);
+    while digits.last() == Some(&b'0') {
+        digits.pop();
+    }
+    // the first digit's place: `whole` has whole.len() places, less the zeros dropped in front
+    (digits, exp + whole.len() as i32 - 1 - leading as i32)
+}
+
 /// A float as orjson writes it: the shortest digits that read back as the same float, in fixed
 /// notation for decimal exponents -5..=15 (`1.0`, `0.00001`), else `1e+16`, `1.5e-7`.
 fn write_float(out: &mut Vec<u8>, f: f64) {
@@ -223,17 +262,10 @@ fn write_float(out: &mut Vec<u8>, f: f64) {
         out.extend_from_slice(if f.is_sign_negative() { b"-0.0" } else { b"0.0" });
         return;
     }
-    let sci = format!("{:e}", f); // shortest round-trip digits: "-1.2345e-7"
-    let (mantissa, exp) = sci.split_once('e').expect("{:e} has an exponent");
-    let exp: i32 = exp.parse().expect("{:e} exponent");
-    let (negative, mantissa) = match mantissa.strip_prefix('-') {
-        Some(m) => (true, m),
-        None => (false, mantissa),
-    };
-    let digits: Vec<u8> = mantissa.bytes().filter(|&b| b != b'.').collect();
-    if negative {
+    if f.is_sign_negative() {
         out.push(b'-');
     }
+    let (digits, exp) = shortest_digits(f.abs());
     if !(-5..16).contains(&exp) {
         out.push(digits[0]);
         if digits.len() > 1 {
@@ -385,7 +417,7 @@ fn dedup_key(project_id: u64, event: &str, time_ms: i64, distinct_id: &str, inse
 }
 
 /// The row of one item, or None when the item is not plain and valid.
-fn plain_event<'a>(item: &'a J<'a>, lim: &Intake, scratch: &mut Vec<u8>) -> Option<Row<'a>> {
+fn plain_event<'a>(item: &'a J<'a>, lim: &Intake, scratch: &mut Vec<u8>, texts: &mut Texts) -> Option<Row<'a>> {
     let J::Obj(raw) = item else { return None };
     if raw.len() != 2 {
         return None;
@@ -421,10 +453,11 @@ fn plain_event<'a>(item: &'a J<'a>, lim: &Intake, scratch: &mut Vec<u8>) -> Opti
             return None;
         }
     }
-    let mut properties = Vec::with_capacity(256);
-    write_members(&mut properties, props, true);
+    let start = texts.bytes.len();
+    write_members(&mut texts.bytes, props, true);
+    let properties = Span(start, texts.bytes.len());
     let key = dedup_key(lim.project_id, name, time, &did, iid);
-    Some(Row { time_ms: time, event: name, distinct_id: did, insert_id: iid, properties, key, hot: Vec::new() })
+    Some(Row { time_ms: time, event: name, distinct_id: did, insert_id: iid, properties, key, hot: 0 })
 }
 
 // -- hot property columns --------------------------------------------------------------------
@@ -449,21 +482,22 @@ fn printable_ascii(s: &str) -> bool {
 
 /// `JSONExtractRaw(properties, name)` for each hot name ('' when absent), or None when some
 /// value's text is not certain to be the engine's: the engine computes the columns then.
-fn hot_values(props: &[(Cow<str>, J)], names: &[String]) -> Option<Vec<Vec<u8>>> {
-    let mut values = Vec::with_capacity(names.len());
+/// Appended to `texts`; returns where they start in `texts.hot`.
+fn hot_values(props: &[(Cow<str>, J)], names: &[String], texts: &mut Texts) -> Option<usize> {
+    let at = texts.hot.len();
     for name in names {
-        let mut text = Vec::new();
+        let start = texts.bytes.len();
         if !LIFTED.contains(&name.as_str()) {
             if let Some((_, v)) = props.iter().find(|(k, _)| k == name) {
                 if !raw_text_agrees(v) {
                     return None;
                 }
-                write_value(&mut text, v);
+                write_value(&mut texts.bytes, v);
             }
         }
-        values.push(text);
+        texts.hot.push(Span(start, texts.bytes.len()));
     }
-    Some(values)
+    Some(at)
 }
 
 // -- Native rows ------------------------------------------------------------------------------
@@ -488,12 +522,13 @@ fn write_bytes(out: &mut Vec<u8>, b: &[u8]) {
 /// One Native block of `rows`, with the columns (name, type) the caller gives, in its order.
 fn native_block(
     rows: &[Row<'_>],
+    texts: &Texts,
     columns: &[(String, String)],
     hot_columns: &[String],
     project_id: u64,
     ingested_at_ms: i64,
 ) -> Result<Vec<u8>, String> {
-    let size: usize = rows.iter().map(|r| r.properties.len() + r.event.len() + r.distinct_id.len() + 80).sum();
+    let size: usize = texts.bytes.len() + rows.iter().map(|r| r.event.len() + r.distinct_id.len() + 80).sum::<usize>();
     let mut out = Vec::with_capacity(size + 512);
     leb128(&mut out, (columns.len() + hot_columns.len()) as u64);
     leb128(&mut out, rows.len() as u64);
@@ -507,7 +542,7 @@ fn native_block(
             "event" => rows.iter().for_each(|r| write_bytes(&mut out, r.event.as_bytes())),
             "distinct_id" => rows.iter().for_each(|r| write_bytes(&mut out, r.distinct_id.as_bytes())),
             "insert_id" => rows.iter().for_each(|r| write_bytes(&mut out, r.insert_id.as_bytes())),
-            "properties" => rows.iter().for_each(|r| write_bytes(&mut out, &r.properties)),
+            "properties" => rows.iter().for_each(|r| write_bytes(&mut out, texts.get(r.properties))),
             "city" | "region" | "country_code" => out.resize(out.len() + rows.len(), 0), // "" each
             "dedup_hash" => rows.iter().for_each(|r| out.extend_from_slice(&r.key)),
             other => return Err(format!("the fast path does not know the column {other:?}")),
@@ -516,7 +551,7 @@ fn native_block(
     for (i, column) in hot_columns.iter().enumerate() {
         write_bytes(&mut out, column.as_bytes());
         write_bytes(&mut out, b"String");
-        rows.iter().for_each(|r| write_bytes(&mut out, &r.hot[i]));
+        rows.iter().for_each(|r| write_bytes(&mut out, texts.get(texts.hot[r.hot + i])));
     }
     Ok(out)
 }
@@ -536,21 +571,24 @@ fn build(
     hot: &[(String, String)],
     ingested_at_ms: i64,
 ) -> Result<Option<Built>, String> {
-    let Ok(J::Arr(items)) = serde_json::from_slice::<J>(body) else { return Ok(None) };
+    // UTF-8 checked once for the whole body (fast), not string by string by the parser
+    let Ok(text) = std::str::from_utf8(body) else { return Ok(None) };
+    let Ok(J::Arr(items)) = serde_json::from_str::<J>(text) else { return Ok(None) };
     if items.is_empty() || items.len() > lim.max_items {
         return Ok(None);
     }
     let mut rows: Vec<Row<'_>> = Vec::with_capacity(items.len());
     let mut seen: HashMap<[u8; 16], usize> = HashMap::with_capacity(items.len());
     let mut scratch = Vec::new();
+    let mut texts = Texts { bytes: Vec::with_capacity(body.len()), hot: Vec::new() };
     let hot_names: Vec<String> = hot.iter().map(|(name, _)| name.clone()).collect();
     let mut hot_given = !hot.is_empty();
     for item in &items {
-        let Some(mut row) = plain_event(item, lim, &mut scratch) else { return Ok(None) };
+        let Some(mut row) = plain_event(item, lim, &mut scratch, &mut texts) else { return Ok(None) };
         if hot_given {
             let J::Obj(props) = item.get("properties").expect("a plain event has properties") else { unreachable!() };
-            match hot_values(props, &hot_names) {
-                Some(values) => row.hot = values,
+            match hot_values(props, &hot_names, &mut texts) {
+                Some(at) => row.hot = at,
                 None => hot_given = false,
             }
         }
@@ -565,7 +603,7 @@ fn build(
     }
     let count = items.len();
     let hot_columns: Vec<String> = if hot_given { hot.iter().map(|(_, column)| column.clone()).collect() } else { Vec::new() };
-    let block = native_block(&rows, columns, &hot_columns, lim.project_id, ingested_at_ms)?;
+    let block = native_block(&rows, &texts, columns, &hot_columns, lim.project_id, ingested_at_ms)?;
     let keys = rows.iter().flat_map(|r| r.key).collect();
     Ok(Some(Built { block, keys, items: count, rows: rows.len(), hot: hot_given }))
 }
