@@ -96,7 +96,7 @@ test: lint browser
 	fi; \
 	eval "$$env_out"; \
 	rc=0; \
-	$(PY) -m pytest -n $(TEST_WORKERS) -m "not serial" $(PYTEST_ARGS) || rc=$$?; \
+	$(PY) -m pytest -n $(TEST_WORKERS) -m "not serial" --durations=25 $(PYTEST_ARGS) || rc=$$?; \
 	s=0; \
 	if [ -n "$$serial_pid" ]; then \
 	  wait "$$serial_pid" || s=$$?; serial_pid=""; \

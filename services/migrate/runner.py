@@ -543,6 +543,7 @@ class Runner:
                 int(time.time() * 1000),
                 open_locator=self.open_locator if builds_rows else None,
                 geoip_db=bound.geoip_db,
+                fast_path=bound.fast_path,
             )
             latest: dict[str, bytes] = {}  # uid -> its latest record's profile candidate
             pending: deque[asyncio.Future[bytes]] = deque()

@@ -60,6 +60,8 @@ class MigrateSettings:
     store: StoreSettings = field(default_factory=StoreSettings)
     kafka: KafkaSettings = field(default_factory=KafkaSettings)
     limits: ImportLimits = field(default_factory=ImportLimits)
+    # FOOTFALL_IMPORT_FAST_PATH: the mapping workers build rows with the `/import` fast path
+    fast_path: bool = True
 
     @classmethod
     def from_env(cls, values: Mapping[str, str] | None = None, *, data_dir: Path | None = None) -> MigrateSettings:
@@ -89,4 +91,5 @@ class MigrateSettings:
             store=StoreSettings.from_env(env, data_dir),
             kafka=KafkaSettings.from_env(env),
             limits=ImportLimits.from_env(env),
+            fast_path=env.flag("IMPORT_FAST_PATH", True),
         )

@@ -14,6 +14,7 @@ runs in a thread of the job's process.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import gc
 import marshal
@@ -30,7 +31,8 @@ import orjson
 from footfall.services.migrate.download import MAX_LINE
 from footfall.services.migrate.mapping import AmplitudeEvent, Malformed, amplitude_event, profile_update, truncated
 from footfall.shared.config import ImportLimits
-from footfall.shared.events import Event
+from footfall.shared.events import Event, fast_import
+from footfall.shared.events.fast_import import FastImport, FastRows
 from footfall.shared.streams import EVENTS, Intake, Locator
 from footfall.shared.streams.events import build_event_rows
 from footfall.shared.streams.stream import PackedRows
@@ -56,6 +58,9 @@ class BlockSpec:
     # rows (the embedded one); without, the events cross as events.
     open_locator: Callable[[str], Locator] | None = None
     geoip_db: str = ""
+    # Rows built by the `/import` fast path (`footfall.shared.events.fast_import`) when every
+    # event of the block is plain and valid, and the extension is installed.
+    fast_path: bool = True
 
 
 @dataclass
@@ -101,6 +106,14 @@ def validate(items: list[Any], spec: BlockSpec, longest: int) -> tuple[list[Even
 
 def map_lines(lines: list[bytes], spec: BlockSpec) -> Block:
     """Source lines → a `Block` (events validated, invalid lines counted by reason)."""
+    out, mapped = map_records(lines, spec)
+    validate_mapped(out, mapped, spec, max(map(len, lines), default=0))
+    return out
+
+
+def map_records(lines: list[bytes], spec: BlockSpec) -> tuple[Block, list[AmplitudeEvent]]:
+    """Source lines → their events (not validated yet) and a `Block` holding the lines that did
+    not map (by reason) and the profile candidates."""
     out = Block(read=len(lines))
     invalid = out.invalid
     mapped: list[AmplitudeEvent] = []
@@ -122,7 +135,14 @@ def map_lines(lines: list[bytes], spec: BlockSpec) -> Block:
             seen = latest.get(uid)
             if seen is None or event.time_ms >= seen[0]:  # a later line wins a tie
                 latest[uid] = (event.time_ms, event.profile)
-    longest = max(map(len, lines), default=0)
+    out.profiles = {uid: profile_candidate(t, values) for uid, (t, values) in latest.items()}
+    return out, mapped
+
+
+def validate_mapped(out: Block, mapped: list[AmplitudeEvent], spec: BlockSpec, longest: int) -> None:
+    """The one validator over mapped events, the retry without copied user properties, the
+    failures counted by field: `out.events` and `out.valid` set."""
+    invalid = out.invalid
     events, failures = validate([m.item for m in mapped], spec, longest)
     retry = [f for f in failures if mapped[f.index].user_keys and f.field not in _IDENTITY_FIELDS]
     failed_again: list[Any] = []
@@ -137,8 +157,29 @@ def map_lines(lines: list[bytes], spec: BlockSpec) -> Block:
     if events:
         times = [e.time_ms for e in events]
         out.first_ms, out.last_ms = min(times), max(times)
-    out.profiles = {uid: profile_candidate(t, values) for uid, (t, values) in latest.items()}
-    return out
+
+
+@functools.lru_cache(maxsize=4)
+def _fast_import(limits: ImportLimits, geo: bool) -> FastImport:
+    # a block holds more events than a request may (its size is bounded by the block's bytes)
+    return FastImport(dataclasses.replace(limits, max_events_per_request=1 << 30), geo=geo)
+
+
+def fast_rows(out: Block, mapped: list[AmplitudeEvent], spec: BlockSpec) -> FastRows | None:
+    """The block's rows by the `/import` fast path when every mapped event is plain and valid
+    (then the Python validator would accept each one unchanged: the fast path's tests hold it to
+    that), setting `out.valid` and the time range; None otherwise (nothing set)."""
+    if not (spec.fast_path and mapped and fast_import.available()):
+        return None
+    body = orjson.dumps([m.item for m in mapped])
+    rows = _fast_import(spec.limits, bool(spec.geoip_db)).rows(
+        body, project_id=spec.project_id, now_ms=spec.now_ms, ingested_at_ms=int(time.time() * 1000)
+    )
+    if rows is not None:
+        out.valid = rows.items
+        times = [m.time_ms for m in mapped]  # = the validated times (milliseconds after 1971)
+        out.first_ms, out.last_ms = min(times), max(times)
+    return rows
 
 
 def watch_parent(parent: int) -> None:
@@ -178,11 +219,18 @@ def amplitude_block(block: bytes, spec: BlockSpec) -> bytes:
     paused = gc.isenabled()
     gc.disable()
     try:
-        out = map_lines(split_lines(block), spec)
-        if spec.open_locator is not None:
+        lines = split_lines(block)
+        out, mapped = map_records(lines, spec)
+        fast = fast_rows(out, mapped, spec) if spec.open_locator is not None else None
+        if fast is None:
+            validate_mapped(out, mapped, spec, max(map(len, lines), default=0))
+        payload: Any
+        if fast is not None:
+            payload = (fast.block, fast.rows)  # inserted as they are
+        elif spec.open_locator is not None:
             locator = _locator(spec.open_locator, spec.geoip_db)
             built, _dropped = build_event_rows(out.events, locator, int(time.time() * 1000))
-            payload: Any = (PackedRows.pack(EVENTS.table, built), len(built))  # inserted as they are
+            payload = (PackedRows.pack(EVENTS.table, built), len(built))  # inserted as they are
         else:
             payload = ([(e.event, e.time_ms, e.distinct_id, e.insert_id, e.properties, e.ip) for e in out.events],)
         head = (out.read, out.invalid, out.first_ms, out.last_ms, out.valid, out.profiles)

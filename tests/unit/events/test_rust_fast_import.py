@@ -213,7 +213,7 @@ def fits(value: Any, at: int = 1) -> bool:
     return all(fits(child, at + 1) for child in children)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(body=bodies(plain_events()))
 def test_plain_bodies_take_the_fast_path(body: bytes) -> None:
     assert_same(body, ImportLimits(), strict=True, must_take=True)
@@ -357,7 +357,7 @@ def test_a_value_the_engine_may_write_otherwise_leaves_every_hot_column_to_the_e
 # -- JSON as orjson writes it ----------------------------------------------------------------
 
 
-@settings(max_examples=2000, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(value=st.one_of(st.floats(allow_nan=False, allow_infinity=False), st.integers(-(2**63), 2**64 - 1)))
 def test_numbers_are_written_as_orjson_writes_them(value: float | int) -> None:
     from footfall.shared.events import _fastpath
@@ -391,7 +391,7 @@ def test_floats_of_every_bit_pattern_are_written_as_orjson_writes_them() -> None
     assert _fastpath.dumps(body) == body
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(value=values)
 def test_values_are_written_as_orjson_writes_them(value: Any) -> None:
     from footfall.shared.events import _fastpath

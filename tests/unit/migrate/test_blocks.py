@@ -148,3 +148,41 @@ def test_a_block_without_valid_lines_builds_no_rows() -> None:
     done = decode_block(amplitude_block(block, spec), 7)
     assert (done.read, done.valid, done.row_count, done.rows) == (3, 0, 0, b"")
     assert sum(done.invalid.values()) == 3
+
+
+def test_a_block_of_plain_records_takes_the_fast_path_and_builds_the_python_paths_rows() -> None:
+    """With the `/import` fast path's extension, a block whose every mapped event is plain and
+    valid is turned into rows by it: the same rows, counts, time range and profile candidates as
+    the Python path builds (but the ingestion time)."""
+    from dataclasses import replace
+    from datetime import UTC, datetime
+
+    from footfall.services.migrate.work import BlockSpec, amplitude_block, decode_block, fast_rows, map_records
+    from footfall.services.worker.enrich import open_enricher
+    from footfall.shared.config import ImportLimits
+    from footfall.shared.streams.stream import PackedRows
+    from tests.fastpath import require_extension
+    from tests.integration.migrate.fake_amplitude import Dataset
+
+    require_extension()
+    spec = BlockSpec("job", 7, ImportLimits(), 1_800_000_000_000, open_locator=open_enricher)
+    lines = [orjson.dumps(r) for r in Dataset.generate(datetime(2026, 10, 1, tzinfo=UTC), 1, per_day=300).records]
+    taken = []
+    for line in lines:
+        out, mapped = map_records([line], spec)
+        if fast_rows(out, mapped, spec) is not None:
+            taken.append(line)
+    assert len(taken) > 0.8 * len(lines)  # the generated records are mostly plain
+    block = b"\n".join(taken + taken[:5]) + b"\n"  # five records twice: one row each
+    fast = decode_block(amplitude_block(block, spec), 7)
+    slow = decode_block(amplitude_block(block, replace(spec, fast_path=False)), 7)
+    out, mapped = map_records(split_lines(block), spec)
+    assert fast_rows(out, mapped, spec) is not None  # the whole block went the fast way
+    head = ("read", "invalid", "valid", "first_ms", "last_ms", "profiles", "row_count")
+    assert [getattr(fast, a) for a in head] == [getattr(slow, a) for a in head]
+    assert fast.row_count == len(taken) and fast.valid == len(taken) + 5
+    assert fast.rows is not None and slow.rows is not None
+    fast_rows_, slow_rows_ = (PackedRows([b.rows], b.row_count).unpack() for b in (fast, slow))  # type: ignore[list-item]
+    assert {k: v for k, v in fast_rows_.items() if k != "ingested_at"} == {
+        k: v for k, v in slow_rows_.items() if k != "ingested_at"
+    }
