@@ -177,7 +177,8 @@ def _time(raw: dict[str, Any], now_ms: int) -> int:
         return now_ms
     if type(value) not in (int, float) or not math.isfinite(value):
         raise _Refused("$time", "$time must be seconds or milliseconds since the epoch", "time")
-    time_ms = int(value) if value >= _MS_FROM else int(value * 1000)
+    # (a negative number is before 1971 at any scale; `value * 1000` of a huge one is infinite)
+    time_ms = int(value) if value >= _MS_FROM else int(value * 1000) if value >= 0 else -1
     if time_ms < TIME_FLOOR_MS:
         raise _Refused("$time", "$time is before 1971-01-01T00:00:00Z", "time")
     if time_ms > now_ms + _AHEAD_MS:

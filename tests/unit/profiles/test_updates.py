@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from footfall.shared.config import ImportLimits
@@ -79,6 +79,8 @@ def _theirs(raw: Any, group: bool) -> oracle.Update | oracle.Invalid:
 
 @settings(max_examples=600, deadline=None)
 @given(update_objects(), st.booleans())
+# found by this test: a huge negative $time made `value * 1000` infinite (an OverflowError, a 500)
+@example({"$token": "tok", "$distinct_id": "u1", "$set": {}, "$time": -1.797693134862316e305}, False)
 def test_validator_agrees_with_the_reference(raw: dict[str, Any], group: bool) -> None:
     ours, theirs = _ours(raw, group), _theirs(raw, group)
     assert isinstance(ours, ProfileUpdate) == isinstance(theirs, oracle.Update), (raw, ours, theirs)
