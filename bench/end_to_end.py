@@ -318,6 +318,11 @@ def main(argv: list[str] | None = None) -> None:
         help="worker alone: publish this many unique events first, then time `footfall worker` draining them "
         "(CPU per event of the worker, its engine threads, the broker and Redis; no gateway, no client)",
     )
+    parser.add_argument(
+        "--python-path",
+        action="store_true",
+        help="FOOTFALL_IMPORT_FAST_PATH=0: the gateway and the worker without the Rust fast path (for A/B)",
+    )
     args = parser.parse_args(argv)
     bodies = make_bodies(40, seed=5)
     with (
@@ -334,6 +339,7 @@ def main(argv: list[str] | None = None) -> None:
         }
         if args.batch_size:
             env["FOOTFALL_WORKER_BATCH_SIZE"] = str(args.batch_size)
+        env["FOOTFALL_IMPORT_FAST_PATH"] = "0" if args.python_path else "1"
         publish_directory(env)
         logs = Path(args.log_dir or tmp)
         logs.mkdir(parents=True, exist_ok=True)
@@ -351,6 +357,7 @@ def main(argv: list[str] | None = None) -> None:
                     "what": "footfall worker draining a backlog of unique events (chDB, Redis dedup)",
                     "consumers": args.consumers,
                     "worker_batch_size": args.batch_size or "default",
+                    "fast_path": not args.python_path,
                     **result,
                 },
             )
@@ -386,6 +393,7 @@ def main(argv: list[str] | None = None) -> None:
             "consumers": args.consumers,
             "gateway_workers": args.gateway_workers,
             "worker_batch_size": args.batch_size or "default",
+            "fast_path": not args.python_path,
             "target": {"events_per_second": 30_000, "delay_s_p99_under": 5, "statuses": "only 200"},
             **result,
         },

@@ -17,6 +17,11 @@ IMPORT_FAST_PATH = Counter(
     "/import requests the Rust fast path stored (taken) or left to the Python path (declined)",
     ["outcome"],
 )
+WORKER_FAST_PATH = Counter(
+    "footfall_worker_fast_path_batches_total",
+    "Consumed batches of event records the Rust fast path stored (taken) or left to the Python path (declined)",
+    ["outcome"],
+)
 EVENTS_REJECTED = Counter("footfall_events_rejected_total", "Events rejected by /import and /track", ["path", "reason"])
 INSERT_SECONDS = Histogram(
     "footfall_warehouse_insert_seconds",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.routing import Route
@@ -30,7 +31,7 @@ def ingestion_routes(
     *,
     trusted_proxies: tuple[Network, ...] = (),
     rate: RateLimiter | None = None,
-    fast: FastPath | None = None,
+    fast: FastPath[Any] | None = None,
 ) -> list[Route]:
     """The ingestion routes (each with a trailing-slash alias): events through `/import` and
     `/track`, profile updates through `/engage`, group profile updates through `/groups`.

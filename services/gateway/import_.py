@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 import structlog
 from starlette.exceptions import HTTPException
@@ -31,13 +33,13 @@ from footfall.services.gateway.decode import (
 )
 from footfall.services.gateway.ratelimit import Cost, RateLimiter
 from footfall.services.gateway.responses import Answer, client_address, legacy_result, strict_result
-from footfall.services.gateway.sinks import FastRowsSink, Sink
+from footfall.services.gateway.sinks import FastBatch, FastSink, Sink
 from footfall.shared import metrics
 from footfall.shared.auth import Authenticator
 from footfall.shared.config import ImportLimits
 from footfall.shared.errors import UnavailableError
 from footfall.shared.events import Event, Failure
-from footfall.shared.events.fast_import import FastImport, FastRows
+from footfall.shared.events.fast_import import FastEnvelopes, FastImport, FastRows
 from footfall.shared.streams import EVENTS, Intake
 from footfall.shared.web import read_body
 
@@ -48,13 +50,27 @@ log = structlog.get_logger(__name__)
 _WIRE_SLACK = 1.05
 
 
-@dataclass(frozen=True)
-class FastPath:
-    """The `/import` fast path (`footfall.shared.events.fast_import`) and the sink that stores
-    its rows: wired by `serve`, whose embedded sink inserts Native rows as they are."""
+B = TypeVar("B", bound=FastBatch)
 
-    rows: FastImport
-    sink: FastRowsSink
+
+@dataclass(frozen=True)
+class FastPath(Generic[B]):
+    """The `/import` fast path (`footfall.shared.events.fast_import`): `build(body, project_id,
+    now_ms)` makes a request's events into what `sink.publish_fast` stores as it is, or answers
+    None (the Python path's request then). Blocking, without the GIL: run in a thread."""
+
+    build: Callable[[bytes, int, int], B | None]
+    sink: FastSink[B]
+
+    @staticmethod
+    def rows(fast: FastImport, sink: FastSink[FastRows]) -> FastPath[FastRows]:
+        """Native rows for the embedded sink (`serve`), which inserts them as they are."""
+        return FastPath(lambda body, pid, now: fast.rows(body, project_id=pid, now_ms=now, ingested_at_ms=now), sink)
+
+    @staticmethod
+    def envelopes(fast: FastImport, sink: FastSink[FastEnvelopes]) -> FastPath[FastEnvelopes]:
+        """Kafka records for the Kafka sink (`footfall gateway`), which publishes them as they are."""
+        return FastPath(lambda body, pid, now: fast.envelopes(body, project_id=pid, now_ms=now), sink)
 
 
 @dataclass
@@ -63,7 +79,7 @@ class ImportEndpoint:
     sink: Sink
     limits: ImportLimits
     rate: RateLimiter
-    fast: FastPath | None = None
+    fast: FastPath[Any] | None = None
 
     async def handle(self, request: Request) -> Response:
         params = request.query_params
@@ -111,14 +127,11 @@ class ImportEndpoint:
             return legacy_result(ok, verbose=verbose, error=failures[0].message if failures else None)
         return strict_result(len(events), failures if strict else [])
 
-    async def _fast(self, fast: FastPath, data: bytes, project_id: int) -> int | None:
+    async def _fast(self, fast: FastPath[Any], data: bytes, project_id: int) -> int | None:
         """Store `data` through the fast path and return how many events it held, or None when
         some event needs the Python path (nothing was stored then). In a thread: the extension
         lets go of the GIL, so the event loop goes on meanwhile."""
-        now_ms = int(time.time() * 1000)
-        rows: FastRows | None = await asyncio.to_thread(
-            fast.rows.rows, data, project_id=project_id, now_ms=now_ms, ingested_at_ms=now_ms
-        )
+        rows: FastBatch | None = await asyncio.to_thread(fast.build, data, project_id, int(time.time() * 1000))
         if rows is None:
             metrics.IMPORT_FAST_PATH.labels("declined").inc()
             return None

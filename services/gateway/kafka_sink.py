@@ -47,6 +47,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Callable, Iterable, Iterator
 from functools import lru_cache
 from typing import TypeVar
 
@@ -59,9 +60,10 @@ from aiokafka.partitioner import murmur2
 from footfall.shared import metrics
 from footfall.shared.config import KafkaSettings
 from footfall.shared.errors import UnavailableError
+from footfall.shared.events.fast_import import FastEnvelopes
 from footfall.shared.kafka import Topics, accepted_header, ensure_topics
 from footfall.shared.lifecycle import Stopping, bounded
-from footfall.shared.streams import Stream
+from footfall.shared.streams import EVENTS, Stream
 
 log = structlog.get_logger(__name__)
 
@@ -233,15 +235,34 @@ class KafkaSink:
     async def publish(self, stream: Stream[T], items: list[T]) -> dict[int, str]:
         if not items:
             return {}
-        if self._inflight + len(items) > MAX_INFLIGHT_ITEMS:
+        key_of, encode = stream.partition_key, stream.encode
+
+        def records() -> Iterator[tuple[bytes, bytes, int]]:
+            for item in items:
+                key = key_of(item)
+                yield key, encode(item), _key_hash(key)
+
+        await self._publish(self.topics.of(stream), len(items), records)
+        return {}  # what the store will refuse is known to the workers only
+
+    async def publish_fast(self, batch: FastEnvelopes) -> None:
+        """The `/import` fast path's records of the events stream, as they are."""
+        await self._publish(
+            self.topics.of(EVENTS), batch.items, lambda: zip(batch.keys, batch.values, batch.hashes, strict=True)
+        )
+
+    async def _publish(self, topic: str, count: int, records: Callable[[], Iterable[tuple[bytes, bytes, int]]]) -> None:
+        """Publish `count` records (key, value, partition hash of the key) to `topic`, returning
+        once the broker acknowledged every one of them."""
+        if self._inflight + count > MAX_INFLIGHT_ITEMS:
             # Shed load at once rather than queue requests until they all time out.
             metrics.KAFKA_PUBLISH_FAILURES.labels("overload").inc()
             raise UnavailableError("gateway busy, retry with backoff", retry_after=1)
         producer = await self._connected()
         started = time.perf_counter()
-        self._inflight += len(items)
+        self._inflight += count
         try:
-            futures = await asyncio.wait_for(self._submit(producer, stream, items), self.timeout)
+            futures = await asyncio.wait_for(self._submit(producer, topic, records()), self.timeout)
             remaining = self.timeout - (time.perf_counter() - started)
             await asyncio.wait_for(asyncio.gather(*futures), max(remaining, 0.001))
         except (TimeoutError, KafkaTimeoutError) as exc:
@@ -265,16 +286,14 @@ class KafkaSink:
             self._discard(producer, type(exc).__name__)
             raise UnavailableError("event broker refused the events, retry with backoff") from exc
         finally:
-            self._inflight -= len(items)
+            self._inflight -= count
         metrics.PUBLISH_SECONDS.observe(time.perf_counter() - started)
-        metrics.KAFKA_EVENTS_PUBLISHED.inc(len(items))
-        return {}  # what the store will refuse is known to the workers only
+        metrics.KAFKA_EVENTS_PUBLISHED.inc(count)
 
     async def _submit(
-        self, producer: AIOKafkaProducer, stream: Stream[T], items: list[T]
+        self, producer: AIOKafkaProducer, topic: str, records: Iterable[tuple[bytes, bytes, int]]
     ) -> list[asyncio.Future[object]]:
-        """Group the items into per-partition batches and hand them to the producer."""
-        topic = self.topics.of(stream)
+        """Group the records into per-partition batches and hand them to the producer."""
         partitions = self._partitions.get(topic, [])
         known = await producer.partitions_for(topic)  # cached metadata; picks up added partitions
         if len(known) != len(partitions):
@@ -283,11 +302,8 @@ class KafkaSink:
         headers = accepted_header(int(time.time() * 1000))
         open_batches: dict[int, object] = {}
         futures: list[asyncio.Future[object]] = []
-        key_of, encode = stream.partition_key, stream.encode
-        for item in items:
-            key = key_of(item)
-            value = encode(item)
-            partition = partitions[_key_hash(key) % n]
+        for key, value, key_hash in records:
+            partition = partitions[key_hash % n]
             batch = open_batches.get(partition)
             if batch is None:
                 batch = open_batches[partition] = producer.create_batch()

@@ -15,10 +15,10 @@ from typing import Any, Protocol, TypeVar
 
 from footfall.shared.errors import UnavailableError
 from footfall.shared.events import Event
-from footfall.shared.events.fast_import import FastRows
 from footfall.shared.streams import EVENTS, Stream
 
 T = TypeVar("T")
+B_contra = TypeVar("B_contra", contravariant=True)
 
 
 class Sink(Protocol):
@@ -29,11 +29,19 @@ class Sink(Protocol):
     async def stop(self) -> None: ...
 
 
-class FastRowsSink(Protocol):
-    """A sink that stores the `/import` fast path's rows (Native rows of the events table) as
-    they are, returning once they are durable: the embedded sink."""
+class FastBatch(Protocol):
+    """What the `/import` fast path makes of a request: `FastRows` (Native rows of the events
+    table) or `FastEnvelopes` (the events stream's Kafka records)."""
 
-    async def publish_fast(self, rows: FastRows) -> None: ...
+    @property
+    def items(self) -> int: ...
+
+
+class FastSink(Protocol[B_contra]):
+    """A sink that stores the fast path's batches as they are, returning once they are durable:
+    the embedded sink takes `FastRows`, the Kafka sink `FastEnvelopes`."""
+
+    async def publish_fast(self, batch: B_contra) -> None: ...
 
 
 class MemorySink:

@@ -65,16 +65,17 @@ class Embedded:
     repo: MetadataRepository
 
 
-def _fast_path(settings: ServeSettings, sink: Sink, *, geo: bool) -> FastPath | None:
-    """The `/import` fast path, with the embedded sink only (a broker takes events, not rows),
-    unless FOOTFALL_IMPORT_FAST_PATH=0 or the extension is not installed."""
-    if not isinstance(sink, EmbeddedSink) or not settings.gateway.import_fast_path:
+def _fast_path(settings: ServeSettings, sink: Sink, *, geo: bool) -> FastPath[Any] | None:
+    """The `/import` fast path: Native rows for the embedded sink, Kafka records for the Kafka
+    sink (the distributed shape in one process), unless FOOTFALL_IMPORT_FAST_PATH=0 or the
+    extension is not installed."""
+    from footfall.services.gateway.kafka_sink import KafkaSink
+
+    if not isinstance(sink, EmbeddedSink | KafkaSink) or not fast_import.usable(settings.gateway.import_fast_path):
         return None
-    if not fast_import.available():
-        log.warning("import_fast_path_unavailable", reason="the Rust extension is not installed")
-        return None
-    rows = fast_import.FastImport(settings.gateway.limits, geo=geo, hot_columns=hot.in_use_columns)
-    return FastPath(rows, sink)
+    if isinstance(sink, KafkaSink):
+        return FastPath.envelopes(fast_import.FastImport(settings.gateway.limits, geo=False), sink)
+    return FastPath.rows(fast_import.FastImport(settings.gateway.limits, geo=geo, hot_columns=hot.in_use_columns), sink)
 
 
 def build_embedded(settings: ServeSettings, *, sink: Sink | None = None) -> Embedded:

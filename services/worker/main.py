@@ -32,12 +32,14 @@ from footfall.services.worker.enrich import Enricher, open_enricher
 from footfall.services.worker.pipeline import BatchProcessor
 from footfall.services.worker.settings import WorkerSettings
 from footfall.shared.auth import Authenticator
+from footfall.shared.events import fast_import
+from footfall.shared.events.fast_records import FastRecords
 from footfall.shared.kafka import Topics, ensure_topics
 from footfall.shared.kafka.directory import DirectoryPublisher, DirectoryRefresher
 from footfall.shared.kafka.logs import quiet_aiokafka
 from footfall.shared.lifecycle import Services, bounded
 from footfall.shared.metadata import Directory, MetadataRepository
-from footfall.shared.schema import apply_migrations
+from footfall.shared.schema import apply_migrations, hot
 from footfall.shared.warehouse import ClickHouseWarehouse, Warehouse, open_warehouse
 from footfall.shared.web import Background, build_starlette
 
@@ -126,7 +128,14 @@ def build_worker_group(
     topics = topics or Topics.for_prefix(settings.kafka.topic_prefix)
     dedup = open_dedup(settings)
     dead_letters = KafkaDeadLetters(settings.kafka.bootstrap, topics.dlq, timeout=settings.kafka.publish_timeout)
-    processor = BatchProcessor(topics.streams, warehouse, enricher, dedup, dead_letters)
+    # Event records decoded and stored by the Rust extension (hot columns as `serve` fills them;
+    # none in a worker process of its own, whose engine computes them).
+    fast = (
+        FastRecords(geo=enricher.reader is not None, hot_columns=hot.in_use_columns)
+        if fast_import.usable(settings.fast_path)
+        else None
+    )
+    processor = BatchProcessor(topics.streams, warehouse, enricher, dedup, dead_letters, fast=fast)
     members = [
         WorkerConsumer(
             str(i),

@@ -20,6 +20,7 @@ class WorkerSettings:
     batch_size: int = 20_000  # per insert: 5.5 µs of CPU per event at 20,000 against 10 at 5,000
     batch_seconds: float = 0.5
     consumers: int = 1
+    fast_path: bool = True  # FOOTFALL_IMPORT_FAST_PATH: event records decoded and stored by the Rust extension
 
     @classmethod
     def from_env(cls, values: Mapping[str, str] | None = None, *, data_dir: Path | None = None) -> WorkerSettings:
@@ -34,4 +35,5 @@ class WorkerSettings:
             batch_size=env.integer("WORKER_BATCH_SIZE", 20_000),
             batch_seconds=env.number("WORKER_BATCH_SECONDS", 0.5),
             consumers=env.integer("WORKER_CONSUMERS", 1),
+            fast_path=env.flag("IMPORT_FAST_PATH", True),
         )

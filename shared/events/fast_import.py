@@ -1,4 +1,5 @@
-"""The `/import` fast path: a request body → Native rows of the `events` table, in Rust, off the GIL.
+"""The `/import` fast path: a request body → Native rows of the `events` table (`serve`) or the
+events stream's Kafka records (`footfall gateway`), in Rust, off the GIL.
 
 Issue 17: with the Python path (`validate.py`, then `streams/events.py`) about 30 µs of every
 event's CPU is Python — decoding, validating, dedup keys, rows — which runs on one core at a
@@ -16,6 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from types import ModuleType
+
+import structlog
 
 from footfall.shared.config import ImportLimits
 from footfall.shared.events.validate import RESERVED_IDS
@@ -27,13 +31,22 @@ try:
 except ImportError:  # installed without a Rust toolchain
     _fastpath = None  # type: ignore[assignment]
 
-__all__ = ["FastImport", "FastRows", "available"]
+__all__ = ["FastEnvelopes", "FastImport", "FastRows", "available", "usable"]
 
 KEY_BYTES = 16
 
 
 def available() -> bool:
     return _fastpath is not None
+
+
+def usable(wanted: bool) -> bool:
+    """The fast path is wanted (FOOTFALL_IMPORT_FAST_PATH) and its extension is installed; a
+    warning when it is wanted but missing (the package was installed without a Rust toolchain)."""
+    if wanted and not available():
+        log = structlog.get_logger(__name__)
+        log.warning("import_fast_path_unavailable", reason="the Rust extension is not installed")
+    return wanted and available()
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +69,22 @@ class FastRows:
         return {keys[i : i + KEY_BYTES] for i in range(0, len(keys), KEY_BYTES)}
 
 
+@dataclass(frozen=True, slots=True)
+class FastEnvelopes:
+    """One request's events as the events stream's Kafka records, in order (duplicates kept: the
+    workers drop them): partition keys, record values — byte for byte what
+    `streams.events.encode_event` writes for the Python path's events — and each key's
+    partition hash (positive murmur2, as the Java client's)."""
+
+    keys: list[bytes]
+    values: list[bytes]
+    hashes: list[int]
+
+    @property
+    def items(self) -> int:
+        return len(self.values)
+
+
 def _native_type(type_name: str) -> str:
     """The type a column is sent as: LowCardinality columns go as their plain type, which the
     engine converts on insert (the extension writes no dictionaries)."""
@@ -64,8 +93,20 @@ def _native_type(type_name: str) -> str:
     return type_name
 
 
-def _no_hot_columns() -> Sequence[tuple[str, str]]:
+def native_columns(table: Table) -> list[tuple[str, str]]:
+    """(name, type) of `table`'s columns as the extension writes them."""
+    return [(c.name, _native_type(c.type)) for c in table.columns]
+
+
+def no_hot_columns() -> Sequence[tuple[str, str]]:
     return ()
+
+
+def extension() -> ModuleType:
+    """The Rust extension; RuntimeError when the package was installed without it."""
+    if _fastpath is None:
+        raise RuntimeError("the fast path's extension is not installed")
+    return _fastpath
 
 
 class FastImport:
@@ -88,15 +129,15 @@ class FastImport:
         *,
         geo: bool,
         table: Table = EVENTS_TABLE,
-        hot_columns: Callable[[], Sequence[tuple[str, str]]] = _no_hot_columns,
+        hot_columns: Callable[[], Sequence[tuple[str, str]]] = no_hot_columns,
     ) -> None:
-        if _fastpath is None:
-            raise RuntimeError("the fast path's extension is not installed")
-        self._import_rows = _fastpath.import_rows
+        rust = extension()
+        self._import_rows = rust.import_rows
+        self._import_envelopes = rust.import_envelopes
         self.table = table
         self.geo = geo
         self.hot_columns = hot_columns
-        self._columns = [(c.name, _native_type(c.type)) for c in table.columns]
+        self._columns = native_columns(table)
         self._limits = (
             limits.max_events_per_request,
             limits.max_event_bytes,
@@ -132,3 +173,10 @@ class FastImport:
         if hot_given:
             columns = (*columns, *(column for _, column in hot))
         return FastRows(block, keys, items, rows, tuple(columns))
+
+    def envelopes(self, body: bytes, *, project_id: int, now_ms: int) -> FastEnvelopes | None:
+        """The Kafka records of `body`'s events, or None when any event needs the Python path. The
+        gateway locates no address (`geo` does not apply): an `ip` travels in the envelope.
+        Blocking, without the GIL: run it in a thread."""
+        built = self._import_envelopes(body, project_id, now_ms, len(body), self._limits, self._reserved_ids)
+        return None if built is None else FastEnvelopes(*built)

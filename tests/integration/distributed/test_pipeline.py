@@ -55,8 +55,14 @@ def test_gateway_process_to_chdb_through_kafka_read_back_by_export(cluster: Clus
     cluster.caught_up()
     gm = gateway.metrics()
     assert metric_value(gm, "footfall_kafka_events_published_total") == 3000
+    # The Rust fast path wrote the records of the two plain requests; the one with a failing event
+    # went the Python way.
+    assert metric_value(gm, "footfall_import_fast_path_total", 'outcome="taken"') == 2
+    assert metric_value(gm, "footfall_import_fast_path_total", 'outcome="declined"') == 1
     wm = worker.metrics()
     assert metric_value(wm, "footfall_worker_messages_total", 'outcome="inserted"') == 3000
+    # Every event carries an address the worker's GeoIP database locates: the Python path's.
+    assert metric_value(wm, "footfall_worker_fast_path_batches_total", 'outcome="taken"') == 0
     assert metric_value(wm, "footfall_warehouse_insert_seconds_count") >= 1
     assert metric_value(wm, "footfall_worker_batch_messages_count") >= 1
     # The lag gauge is set right after each commit; the commit can become visible to
@@ -80,7 +86,7 @@ def test_retried_batches_and_respread_events_surface_once(cluster: Cluster) -> N
     worker = cluster.worker(consumers=2)
     wait_all_assigned(worker, cluster.raw_topic)
     gateway = cluster.gateway()
-    events = make_events(1200, "s2")
+    events = make_events(1200, "s2", ip=None)  # nothing to locate: the worker's fast path takes them
     requests = [events[:600]] * 3  # the same batch retried three times
     requests += [events[600:800], events[800:1000], events[1000:]]
     requests += [events[300:900], events[::2], events[1::3][::-1]]  # the same events, regrouped
@@ -96,16 +102,24 @@ def test_retried_batches_and_respread_events_surface_once(cluster: Cluster) -> N
     assert metric_value(wm, "footfall_worker_messages_total", 'outcome="inserted"') == 1200
     assert metric_value(wm, "footfall_duplicates_dropped_total") == sent - 1200
     assert metric_value(wm, "footfall_duplicates_dropped_total", 'layer="redis"') > 0
+    assert metric_value(wm, "footfall_worker_fast_path_batches_total", 'outcome="taken"') >= 1
+    assert metric_value(wm, "footfall_worker_fast_path_batches_total", 'outcome="declined"') == 0
+    assert metric_value(gateway.metrics(), "footfall_import_fast_path_total", 'outcome="taken"') == len(requests)
 
-    ids = insert_ids(cluster.read_back("s2", stop=[worker]))
+    rows = cluster.read_back("s2", stop=[worker])
+    ids = insert_ids(rows)
     assert len(ids) == len(set(ids)) == 1200
+    sent_props = {e["properties"]["$insert_id"]: e["properties"] for e in events}
+    for row in rows:  # every property as sent (time, distinct_id and $insert_id as /export gives them back)
+        sent = sent_props[row["properties"]["$insert_id"]]
+        assert {k: row["properties"].get(k) for k in sent} == sent
 
 
 def test_changed_copy_under_the_same_dedup_key_is_not_dropped_by_redis(cluster: Cluster) -> None:
     """Redis drops plain retries only; a changed copy goes to the table, where the latest wins."""
     worker = cluster.worker(consumers=1)
     gateway = cluster.gateway()
-    first = make_events(1, "s2b")
+    first = make_events(1, "s2b", ip=None)
     changed = [{"event": first[0]["event"], "properties": {**first[0]["properties"], "plan": "changed"}}]
     assert post_import(gateway.base, first).status_code == 200
     cluster.caught_up()
