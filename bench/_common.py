@@ -79,6 +79,7 @@ def wait_healthy(base: str, timeout: float = 60.0) -> None:
 
 # Throughput benchmarks measure capacity, which exceeds one project's import rate limit.
 UNLIMITED_IMPORTS = {"FOOTFALL_IMPORT_RATE_EVENTS_PER_SECOND": "0", "FOOTFALL_IMPORT_RATE_BYTES_PER_MINUTE": "0"}
+UNLIMITED_EXPORTS = {"FOOTFALL_EXPORT_RATE_PER_HOUR": "0", "FOOTFALL_EXPORT_RATE_PER_SECOND": "0"}
 
 
 @contextmanager

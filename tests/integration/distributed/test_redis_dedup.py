@@ -1,17 +1,20 @@
 """RedisDedup against a real Redis, checked against MemoryDedup (its in-process twin) on the
-same random calls: the packed scripts (16-byte keys, 8-byte digests) and the per-key path
-(other widths) answer alike, share key names and values, keep the prefix and set the TTL."""
+same random calls: the packed scripts (16-byte keys, 8-byte digests) and the client-side path
+(other widths) answer alike, share the bucket hashes, keep the prefix and set their expiry;
+a mark is remembered for the TTL (and at most two buckets more), the latest mark deciding."""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import random
+import re
 import uuid
 
 import pytest
 import redis
 
+from footfall.services.worker import dedup
 from footfall.services.worker.dedup import MemoryDedup, RedisDedup
 
 
@@ -52,9 +55,10 @@ def test_redis_dedup_answers_like_its_memory_twin(redis_url: str, width: int) ->
     client = redis.Redis.from_url(redis_url)
     try:
         names = list(client.scan_iter(match=prefix + b"*", count=5000))
-        assert names and all(len(name) == len(prefix) + width for name in names)
-        assert 0 < client.ttl(names[0]) <= 600
-        assert len(client.get(names[0]) or b"") == 8
+        assert names and all(re.fullmatch(re.escape(prefix) + rb"dedup:\d+", name) for name in names)
+        assert 600 < client.ttl(names[0]) <= 600 + 200  # the TTL and one bucket (a third of it)
+        fields = client.hgetall(names[0])
+        assert fields and all(len(k) == width and len(v) == 8 for k, v in fields.items())
     finally:
         client.delete(*names)
         client.close()
@@ -81,3 +85,41 @@ def test_packed_and_per_key_paths_share_marks(redis_url: str) -> None:
     mixed, packed = asyncio.run(go())
     assert mixed == [True] * 25 + [False] * 26
     assert packed == [True] * 50
+
+
+@pytest.mark.redis
+def test_a_mark_is_remembered_for_the_ttl_and_the_latest_mark_decides(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    prefix = f"t{uuid.uuid4().hex[:8]}:".encode()
+    key, first, changed = os.urandom(16), b"a" * 8, b"b" * 8
+    now = [1_800_000_000.0]
+    monkeypatch.setattr(dedup.time, "time", lambda: now[0])
+
+    async def at(seconds: float, op: str, digest: bytes) -> bool | None:
+        now[0] = 1_800_000_000.0 + seconds
+        if op == "mark":
+            await store.mark([key], [digest])
+            return None
+        return (await store.seen([key], [digest]))[0]
+
+    async def go() -> list[bool | None]:
+        try:
+            return await steps()
+        finally:
+            await store.close()
+
+    async def steps() -> list[bool | None]:
+        return [
+            await at(0, "mark", first),
+            await at(599, "seen", first),  # within the TTL (600 s: buckets of 200 s)
+            await at(599, "seen", changed),  # a changed copy is not a retry
+            await at(650, "mark", changed),
+            await at(660, "seen", first),  # the later mark decides
+            await at(660, "seen", changed),
+            await at(650 + 600 + 400, "seen", changed),  # past the TTL and two buckets: gone
+        ]
+
+    store = dedup.RedisDedup(redis_url, 600, prefix=prefix)
+    answers = asyncio.run(go())
+    assert answers == [None, True, False, None, False, True, False]
