@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -23,6 +23,7 @@ from tests.factories import Dataset, make_dataset
 from tests.integration.cohorts.data import load_profiles, random_cohort
 from tests.integration.query.report_env import ReportEnv, secret_of, serving
 from tests.oracle import cohorts as oracle
+from tests.oracle._common import Event, prepare
 from tests.oracle.engage import EngageError
 
 pytestmark = pytest.mark.warehouse
@@ -37,6 +38,9 @@ class Loaded:
     dataset: Dataset
     profiles: dict[int, dict[str, dict[str, Any]]]
     cohorts: dict[int, oracle.Cohort]  # every project's, by id
+    # The reference's events per project, deduplicated and normalised once (its own `prepare`)
+    # rather than for each of the few hundred expected answers; again when events were added.
+    prepared: dict[int, tuple[int, list[Event]]] = field(default_factory=dict)
 
     @property
     def now_ms(self) -> int:
@@ -48,12 +52,15 @@ class Loaded:
     def expected_engage(self, pid: int, params: dict[str, str]) -> dict[str, Any] | EngageError:
         spec = self.dataset.projects[pid]
         state = {(pid, None, u): p for u, p in self.profiles[pid].items()}
+        if self.prepared.get(pid, (-1, []))[0] != len(spec.events):
+            self.prepared[pid] = (len(spec.events), prepare(spec.events))
+        events = self.prepared[pid][1]
         return oracle.engage_by_cohort(
             state,
             params,
             project_id=pid,
             cohorts={cid: c for cid, c in self.cohorts.items() if c.project_id == pid},
-            events=spec.events,
+            events=events,
             tz=spec.tz,
             now_ms=self.now_ms,
         )
@@ -148,7 +155,7 @@ WHERES = [
 
 
 def _check(loaded: Loaded, pid: int, label: str, params: dict[str, str], page_size: int) -> tuple[int, int]:
-    """Page 0 and every later page against the reference: (pages, members without a profile shown)."""
+    """Page 0 and later pages against the reference: (pages, members without a profile shown)."""
     sized = {**params, "page_size": str(page_size)}
     expected = loaded.expected_engage(pid, sized)
     r = loaded.env.query(pid, "/engage", sized)
@@ -161,7 +168,10 @@ def _check(loaded: Loaded, pid: int, label: str, params: dict[str, str], page_si
     assert first == expected, label
     pages = (expected["total"] + page_size - 1) // page_size
     shown = [r["$distinct_id"] for r in first["results"]]
-    for page in sorted(range(1, pages + 1), key=lambda _: random.random()):
+    # Later pages in a random order: the last one, the empty one past it, and two others (every
+    # page of every case made this the suite's slowest test, for no other kind of check).
+    later_pages = {*random.sample(range(1, pages + 1), min(2, pages)), *range(max(pages - 1, 1), pages + 1)}
+    for page in sorted(later_pages, key=lambda _: random.random()):
         later = {**sized, "page": str(page), "session_id": session}
         want = loaded.expected_engage(pid, later)
         got = _body(loaded.env.query(pid, "/engage", later), f"{label} page {page}")
