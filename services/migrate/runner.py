@@ -80,6 +80,11 @@ class RowsPublisher(Protocol):
 
     async def publish_rows(self, stream: Stream[Any], packed: PackedRows) -> None: ...
 
+    async def hot_columns(self) -> tuple[tuple[str, str], ...]:
+        """(property, column) of the store's hot columns in use, which the workers' fast path
+        fills in the rows it builds (so that the store's engine need not)."""
+        ...
+
 
 RunBlocking = Callable[..., Awaitable[Any]]
 
@@ -112,6 +117,7 @@ class _Batch:
     valid: int = 0  # events that passed validation: `events`, or their table rows in `rows`
     rows: list[bytes] = field(default_factory=list)  # packed table rows, a blob per block
     row_count: int = 0  # rows in `rows`
+    columns: tuple[str, ...] | None = None  # the blobs' columns (None: the table's)
 
     def bad(self, reason: str) -> None:
         self.invalid[reason] = self.invalid.get(reason, 0) + 1
@@ -123,8 +129,10 @@ class _Batch:
         if isinstance(other, Block):
             if other.rows is not None:
                 self.rows.append(other.rows)  # gathered unopened: the store inserts them as they are
-        else:
+                self.columns = other.columns
+        elif other.rows:
             self.rows += other.rows
+            self.columns = other.columns
         self.row_count += other.row_count
         self.read += other.read
         for reason, n in other.invalid.items():
@@ -544,6 +552,7 @@ class Runner:
                 open_locator=self.open_locator if builds_rows else None,
                 geoip_db=bound.geoip_db,
                 fast_path=bound.fast_path,
+                hot=await self.rows_sink.hot_columns() if builds_rows and self.rows_sink is not None else (),
             )
             latest: dict[str, bytes] = {}  # uid -> its latest record's profile candidate
             pending: deque[asyncio.Future[bytes]] = deque()
@@ -572,12 +581,13 @@ class Runner:
                             raise
                         done = decode_block(blob, job.project_id)
                         _keep_latest(latest, done.profiles)
+                        if gathered.rows and done.rows is not None and done.columns != gathered.columns:
+                            # rows of other columns (with or without the hot ones): another insert
+                            publishing = await self._hand_over(job, gathered, publishing)
+                            gathered = _Batch()
                         gathered.add(done)
                     if gathered.valid >= bound.publish_events or (not pending and gathered.read):
-                        if publishing is not None:
-                            task, publishing = publishing, None
-                            await task
-                        publishing = asyncio.create_task(self._take(job, gathered))
+                        publishing = await self._hand_over(job, gathered, publishing)
                         gathered = _Batch()
                     if not pending:
                         break
@@ -597,6 +607,12 @@ class Runner:
             return list(latest.items())
         finally:
             fetched.close()
+
+    async def _hand_over(self, job: Job, gathered: _Batch, publishing: asyncio.Task[None] | None) -> asyncio.Task[None]:
+        """Publish `gathered` once the previous publish is done (one at a time, in order)."""
+        if publishing is not None:
+            await publishing
+        return asyncio.create_task(self._take(job, gathered))
 
     @staticmethod
     async def _read(reading: asyncio.Future[bytes | None]) -> bytes | None:
@@ -674,7 +690,10 @@ class Runner:
             counts.events_to_import += batch.valid
         elif batch.valid:
             await self._publish(
-                job, EVENTS, batch.events, PackedRows(batch.rows, batch.row_count) if batch.rows else None
+                job,
+                EVENTS,
+                batch.events,
+                PackedRows(batch.rows, batch.row_count, batch.columns) if batch.rows else None,
             )
             counts.events_imported += batch.valid
             metrics.EVENTS_IMPORTED.labels(job.source_tool).inc(batch.valid)

@@ -59,8 +59,10 @@ class BlockSpec:
     open_locator: Callable[[str], Locator] | None = None
     geoip_db: str = ""
     # Rows built by the `/import` fast path (`footfall.shared.events.fast_import`) when every
-    # event of the block is plain and valid, and the extension is installed.
+    # event of the block is plain and valid, and the extension is installed; with the values of
+    # the store's hot columns `hot` ((property, column) pairs) when it can write them all.
     fast_path: bool = True
+    hot: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass
@@ -75,6 +77,7 @@ class Block:
     valid: int = 0  # events that passed validation (`events` holds them, or `rows` their rows)
     rows: bytes | None = None  # the events' table rows, packed (`PackedRows.pack`)
     row_count: int = 0  # how many (in-block duplicates are one row)
+    columns: tuple[str, ...] | None = None  # the rows' columns when more than the table's (hot ones)
     # uid -> `profile_candidate` of the latest record of each user in the block (§14.5; on a
     # tie the later line); the chunk keeps the latest over its blocks.
     profiles: dict[str, bytes] = field(default_factory=dict)
@@ -160,9 +163,9 @@ def validate_mapped(out: Block, mapped: list[AmplitudeEvent], spec: BlockSpec, l
 
 
 @functools.lru_cache(maxsize=4)
-def _fast_import(limits: ImportLimits, geo: bool) -> FastImport:
+def _fast_import(limits: ImportLimits, geo: bool, hot: tuple[tuple[str, str], ...]) -> FastImport:
     # a block holds more events than a request may (its size is bounded by the block's bytes)
-    return FastImport(dataclasses.replace(limits, max_events_per_request=1 << 30), geo=geo)
+    return FastImport(dataclasses.replace(limits, max_events_per_request=1 << 30), geo=geo, hot_columns=lambda: hot)
 
 
 def fast_rows(out: Block, mapped: list[AmplitudeEvent], spec: BlockSpec) -> FastRows | None:
@@ -172,7 +175,7 @@ def fast_rows(out: Block, mapped: list[AmplitudeEvent], spec: BlockSpec) -> Fast
     if not (spec.fast_path and mapped and fast_import.available()):
         return None
     body = orjson.dumps([m.item for m in mapped])
-    rows = _fast_import(spec.limits, bool(spec.geoip_db)).rows(
+    rows = _fast_import(spec.limits, bool(spec.geoip_db), spec.hot).rows(
         body, project_id=spec.project_id, now_ms=spec.now_ms, ingested_at_ms=int(time.time() * 1000)
     )
     if rows is not None:
@@ -226,11 +229,12 @@ def amplitude_block(block: bytes, spec: BlockSpec) -> bytes:
             validate_mapped(out, mapped, spec, max(map(len, lines), default=0))
         payload: Any
         if fast is not None:
-            payload = (fast.block, fast.rows)  # inserted as they are
+            columns = fast.columns if fast.columns != EVENTS.table.column_names else None
+            payload = (fast.block, fast.rows, columns)  # inserted as they are
         elif spec.open_locator is not None:
             locator = _locator(spec.open_locator, spec.geoip_db)
             built, _dropped = build_event_rows(out.events, locator, int(time.time() * 1000))
-            payload = (PackedRows.pack(EVENTS.table, built), len(built))  # inserted as they are
+            payload = (PackedRows.pack(EVENTS.table, built), len(built), None)  # inserted as they are
         else:
             payload = ([(e.event, e.time_ms, e.distinct_id, e.insert_id, e.properties, e.ip) for e in out.events],)
         head = (out.read, out.invalid, out.first_ms, out.last_ms, out.valid, out.profiles)
@@ -250,9 +254,10 @@ def decode_block(blob: bytes, project_id: int) -> Block:
     try:
         read, invalid, first_ms, last_ms, valid, profiles, payload = marshal.loads(blob)  # noqa: S302 - our workers' output
         if isinstance(payload[0], bytes):
-            return Block(read, invalid, [], first_ms, last_ms, valid, payload[0], payload[1], profiles)
+            rows, count, columns = payload
+            return Block(read, invalid, [], first_ms, last_ms, valid, rows, count, columns, profiles)
         events = [Event(project_id, *e) for e in payload[0]]
-        return Block(read, invalid, events, first_ms, last_ms, valid, None, 0, profiles)
+        return Block(read, invalid, events, first_ms, last_ms, valid, None, 0, None, profiles)
     finally:
         if paused:
             gc.enable()

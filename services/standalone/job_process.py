@@ -207,6 +207,10 @@ class JobProcess:
             if not isinstance(self.sink, RowsPublisher) or not isinstance(packed, PackedRows):
                 raise ValueError("this sink takes no rows")
             return await self.sink.publish_rows(_stream(name), packed)
+        if method == "hot_columns":
+            if not isinstance(self.sink, RowsPublisher):
+                raise ValueError("this sink takes no rows")
+            return await self.sink.hot_columns()
         if method == "metrics":
             (reported,) = args
             metrics.add_totals(reported, self._seen)
@@ -249,6 +253,10 @@ class _RemoteSink:
 
     async def publish_rows(self, stream: Stream[Any], packed: PackedRows) -> None:
         await self.channel.call("publish_rows", stream.name, packed)
+
+    async def hot_columns(self) -> tuple[tuple[str, str], ...]:
+        pairs: list[list[str]] | tuple[tuple[str, str], ...] = await self.channel.call("hot_columns")
+        return tuple((str(p), str(c)) for p, c in pairs)
 
 
 async def _report_metrics(channel: Channel) -> None:

@@ -29,6 +29,7 @@ from footfall.services.worker.store import store_batch
 from footfall.shared import metrics
 from footfall.shared.errors import UnavailableError
 from footfall.shared.events.fast_import import FastRows
+from footfall.shared.schema import hot
 from footfall.shared.streams import EVENTS, Locator, Stream
 from footfall.shared.streams.stream import PackedRows, insert_packed
 from footfall.shared.warehouse import Warehouse, WarehouseError
@@ -118,6 +119,10 @@ class EmbeddedSink:
         except WarehouseError as exc:
             log.error("embedded_insert_failed", stream=stream.name, error=str(exc)[:2000])
             raise UnavailableError("storage unavailable, retry with backoff") from exc
+
+    async def hot_columns(self) -> tuple[tuple[str, str], ...]:
+        """The hot columns in use, for the migration's workers to fill (`RowsPublisher`)."""
+        return hot.in_use_columns()
 
     async def _store(self, stream: Stream[T], items: list[T]) -> dict[int, str]:
         try:

@@ -94,6 +94,9 @@ class PackedRows:
 
     blobs: list[bytes]
     rows: int  # in all the blobs
+    # The blobs' columns when they hold more than the table's catalog columns (the values of the
+    # hot property columns, which the fast path writes); None: the table's.
+    columns: tuple[str, ...] | None = None
 
     @staticmethod
     def pack(table: Table, built: Rows) -> bytes:
@@ -142,6 +145,7 @@ def insert_packed(warehouse: Warehouse, table: Table, packed: PackedRows, column
     """One insert of packed rows, as they are (blocking: in the warehouse's thread). `columns`:
     the blocks' own, when they hold more than the table's catalog columns (the values of
     MATERIALIZED ones: the hot property columns the `/import` fast path computes)."""
+    columns = columns if columns is not None else packed.columns
     names = table.column_names if columns is None else tuple(columns)
     materialized = tuple(names) != tuple(table.column_names)
     _timed_insert(

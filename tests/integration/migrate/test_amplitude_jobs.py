@@ -232,16 +232,25 @@ class RowsCollector(Collector):
     reads each publish's Native blocks back, and with a `warehouse` also inserts them there
     through the embedded store's own step."""
 
-    def __init__(self, warehouse: ClickHouseWarehouse | None = None) -> None:
+    def __init__(self, warehouse: ClickHouseWarehouse | None = None, hot: tuple[tuple[str, str], ...] = ()) -> None:
         super().__init__()
         self.inserts: list[dict[str, list[Any]]] = []
         self.warehouse = warehouse
+        self.hot = hot
+        self.hot_inserts = 0  # publishes whose rows carried the hot columns' values
+
+    async def hot_columns(self) -> tuple[tuple[str, str], ...]:
+        return self.hot
 
     async def publish_rows(self, stream: Stream[Any], packed: PackedRows) -> None:
         assert stream is EVENTS
         if self.warehouse is not None:
             await self.warehouse.run(insert_packed, self.warehouse, EVENTS.table, packed)
         columns = packed.unpack()  # as the table reads them: times as naive UTC datetimes
+        if packed.columns is not None:  # the table's, then the hot ones the workers filled
+            assert packed.columns == (*EVENTS.table.column_names, *(c for _, c in self.hot)) == tuple(columns)
+            self.hot_inserts += 1
+            columns = {name: columns[name] for name in EVENTS.table.column_names}
         assert list(columns) == list(EVENTS.table.column_names) and len(columns["insert_id"]) == packed.rows
         columns["time"] = [to_ms(t.replace(tzinfo=UTC)) for t in columns["time"]]
         self.inserts.append(columns)
@@ -411,8 +420,9 @@ async def until_final(jobs: JobProcess, job_id: str, seconds: float = 120) -> An
 
 
 def test_serve_runs_jobs_in_a_job_process_of_their_own(data: Dataset, source: str, store: WarehouseJobStore) -> None:
-    """serve's `JobProcess`: the runner in a child process; the store and the sink stay here."""
-    sink = RowsCollector()
+    """serve's `JobProcess`: the runner in a child process; the store and the sink stay here. The
+    workers fill the store's hot columns (asked of this process) in the rows they build."""
+    sink = RowsCollector(hot=(("$os", "hp_os"), ("absent", "hp_absent")))
     jobs = JobProcess(settings(source, key=KEY.decode()), store, store.warehouse.run, sink, projects=lambda: [1])
     imported = metrics.EVENTS_IMPORTED.labels("amplitude")
 
@@ -436,6 +446,7 @@ def test_serve_runs_jobs_in_a_job_process_of_their_own(data: Dataset, source: st
     assert done.state == "succeeded", done.error
     assert done.counts.events_imported == len(expected) == counted and done.counts.events_invalid == invalid
     assert not sink.events and sorted(inserted_ids(sink)) == sorted(expected)  # rows built by its workers
+    assert sink.hot_inserts > 0
     assert profiles_of(sink.updates) == reference.expected_profiles(chunks_of(data, set()))
     assert store.get(1, done.id)[0].state == "succeeded"  # its state lives in this process's store
     assert not Path(f"/proc/{pid}").exists() or "(Z)" in Path(f"/proc/{pid}/stat").read_text()  # it exited

@@ -160,6 +160,7 @@ def test_a_block_of_plain_records_takes_the_fast_path_and_builds_the_python_path
     from footfall.services.migrate.work import BlockSpec, amplitude_block, decode_block, fast_rows, map_records
     from footfall.services.worker.enrich import open_enricher
     from footfall.shared.config import ImportLimits
+    from footfall.shared.streams import EVENTS
     from footfall.shared.streams.stream import PackedRows
     from tests.fastpath import require_extension
     from tests.integration.migrate.fake_amplitude import Dataset
@@ -186,3 +187,20 @@ def test_a_block_of_plain_records_takes_the_fast_path_and_builds_the_python_path
     assert {k: v for k, v in fast_rows_.items() if k != "ingested_at"} == {
         k: v for k, v in slow_rows_.items() if k != "ingested_at"
     }
+
+    # With the store's hot columns named, the fast block carries their values too (the store's
+    # engine then need not compute them), and the same rows otherwise.
+    props = orjson.loads(fast_rows_["properties"][0])
+    names = [k for k, v in props.items() if isinstance(v, str) and v.isascii() and v.isprintable()][:2]
+    pairs = ((names[0], "hp_a"), (names[1], "hp_b"), ("absent", "hp_c"))
+    hot = decode_block(amplitude_block(block, replace(spec, hot=pairs)), 7)
+    assert hot.columns == (*EVENTS.table.column_names, "hp_a", "hp_b", "hp_c")
+    hot_rows = PackedRows([hot.rows], hot.row_count).unpack()  # type: ignore[list-item]
+    assert {k: v for k, v in hot_rows.items() if k not in ("ingested_at", "hp_a", "hp_b", "hp_c")} == {
+        k: v for k, v in fast_rows_.items() if k != "ingested_at"
+    }
+    for text, a, b, c in zip(hot_rows["properties"], hot_rows["hp_a"], hot_rows["hp_b"], hot_rows["hp_c"], strict=True):
+        row = orjson.loads(text)
+        want = [orjson.dumps(row[n]).decode() if n in row else "" for n in (*names, "absent")]
+        assert [a, b, c] == want
+    assert slow.columns is None and fast.columns is None  # no hot columns named: the table's
