@@ -135,18 +135,26 @@ async def rebalance(args: argparse.Namespace) -> dict[str, Any]:
 
 
 class FlakyWarehouse:
-    """The real chDB warehouse, whose inserts fail while `down` (ClickHouse unreachable)."""
+    """The real chDB warehouse, whose inserts (rows, or Native blocks as the workers' fast path
+    sends them) fail while `down` (ClickHouse unreachable)."""
 
     def __init__(self, inner: ClickHouseWarehouse) -> None:
         self.inner = inner
         self.down = False
         self.failed_inserts = 0
 
-    def insert(self, *args: Any, **kwargs: Any) -> None:
+    def _outage(self) -> None:
         if self.down:
             self.failed_inserts += 1
             raise WarehouseError("Connection refused (simulated ClickHouse outage)")
+
+    def insert(self, *args: Any, **kwargs: Any) -> None:
+        self._outage()
         self.inner.insert(*args, **kwargs)
+
+    def insert_native(self, *args: Any, **kwargs: Any) -> None:
+        self._outage()
+        self.inner.insert_native(*args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
