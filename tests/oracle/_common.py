@@ -55,8 +55,27 @@ def _truncate(value):
     return value
 
 
+# The last few lists `prepare` was given, with their length and result: the report tests ask the
+# reference hundreds of times over the same dataset, and preparing it each time was a third of
+# their time. A list is only reused while it is the same object of the same length (the oracles
+# never change their input or the events they return; a caller gets its own list of them).
+_PREPARED: list[tuple[list[dict], int, list[Event]]] = []
+
+
 def prepare(raw_events: Iterable[dict]) -> list[Event]:
     """Dedupe, normalise, and sort by (time, name, distinct_id, insert_id)."""
+    if isinstance(raw_events, list):
+        for source, length, prepared in _PREPARED:
+            if source is raw_events and length == len(raw_events):
+                return list(prepared)
+    out = _prepare(raw_events)
+    if isinstance(raw_events, list):
+        _PREPARED.append((raw_events, len(raw_events), out))
+        del _PREPARED[:-4]
+    return list(out)
+
+
+def _prepare(raw_events: Iterable[dict]) -> list[Event]:
     out = []
     for raw in dedupe(list(raw_events)):
         props = raw["properties"]
