@@ -191,11 +191,7 @@ class BatchProcessor:
                 return Outcome(done=False)
 
         keys = [stream.dedup_key(item) for item in decoded.items]
-        seen = await self.dedup.seen(keys, decoded.digests)
-        fresh = [i for i, s in enumerate(seen) if not s]
-        outcome.duplicates = len(keys) - len(fresh)
-        if outcome.duplicates:
-            metrics.DUPLICATES_DROPPED.labels("redis").inc(outcome.duplicates)
+        fresh = await self._fresh(keys, decoded.digests, outcome)
         if not fresh:
             return outcome
 
@@ -217,16 +213,22 @@ class BatchProcessor:
         observe_delays((decoded.accepted[i] for i in fresh), time.time() * 1000)
         return outcome
 
+    async def _fresh(self, keys: list[bytes], digests: list[bytes], outcome: Outcome) -> list[int]:
+        """Step 2: the indices of the items the Redis layer has not seen (the rest counted as
+        duplicates in `outcome`)."""
+        seen = await self.dedup.seen(keys, digests)
+        fresh = [i for i, s in enumerate(seen) if not s]
+        outcome.duplicates = len(keys) - len(fresh)
+        if outcome.duplicates:
+            metrics.DUPLICATES_DROPPED.labels("redis").inc(outcome.duplicates)
+        return fresh
+
     async def _store_fast(
         self, stream: Stream[Any], records: Sequence[Any], decoded: DecodedRecords, stopping: Callable[[], bool]
     ) -> Outcome:
         """Steps 2–4 for a batch the fast path decoded (no dead letters: every record decoded)."""
-        keys, digests = decoded.keys(), decoded.digests()
-        seen = await self.dedup.seen(keys, digests)
-        fresh = [i for i, s in enumerate(seen) if not s]
-        outcome = Outcome(duplicates=len(keys) - len(fresh))
-        if outcome.duplicates:
-            metrics.DUPLICATES_DROPPED.labels("redis").inc(outcome.duplicates)
+        outcome = Outcome()
+        fresh = await self._fresh(decoded.keys(), decoded.digests(), outcome)
         if not fresh:
             return outcome
         ingested_at_ms = int(time.time() * 1000)

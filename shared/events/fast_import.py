@@ -31,9 +31,14 @@ try:
 except ImportError:  # installed without a Rust toolchain
     _fastpath = None  # type: ignore[assignment]
 
-__all__ = ["FastEnvelopes", "FastImport", "FastRows", "available", "usable"]
+__all__ = ["FastEnvelopes", "FastImport", "FastRows", "available", "split_packed", "usable"]
 
 KEY_BYTES = 16
+
+
+def split_packed(packed: bytes, width: int) -> list[bytes]:
+    """Fixed-width values the extension hands over concatenated (keys, digests), one by one."""
+    return [packed[i : i + width] for i in range(0, len(packed), width)]
 
 
 def available() -> bool:
@@ -65,8 +70,7 @@ class FastRows:
         return self.items - self.rows
 
     def key_set(self) -> set[bytes]:
-        keys = self.keys
-        return {keys[i : i + KEY_BYTES] for i in range(0, len(keys), KEY_BYTES)}
+        return set(split_packed(self.keys, KEY_BYTES))
 
 
 @dataclass(frozen=True, slots=True)

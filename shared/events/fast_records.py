@@ -18,7 +18,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from footfall.shared.events.fast_import import KEY_BYTES, available, extension, native_columns, no_hot_columns
+from footfall.shared.events.fast_import import (
+    KEY_BYTES,
+    available,
+    extension,
+    native_columns,
+    no_hot_columns,
+    split_packed,
+)
 from footfall.shared.schema.catalog import EVENTS as EVENTS_TABLE
 from footfall.shared.schema.catalog import Table
 
@@ -28,10 +35,6 @@ if TYPE_CHECKING:
 __all__ = ["DecodedRecords", "FastRecords", "StoredBlock", "available"]
 
 DIGEST_BYTES = 8
-
-
-def _split(packed: bytes, width: int) -> list[bytes]:
-    return [packed[i : i + width] for i in range(0, len(packed), width)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,10 +66,10 @@ class DecodedRecords:
         return len(self._envelopes)
 
     def keys(self) -> list[bytes]:
-        return _split(self._envelopes.keys(), KEY_BYTES)
+        return split_packed(self._envelopes.keys(), KEY_BYTES)
 
     def digests(self) -> list[bytes]:
-        return _split(self._envelopes.digests(), DIGEST_BYTES)
+        return split_packed(self._envelopes.digests(), DIGEST_BYTES)
 
     def block(self, fresh: list[int], *, ingested_at_ms: int, hot: bool = True) -> StoredBlock:
         """The rows of the records at `fresh` (ascending indices), with the hot columns' values
@@ -76,7 +79,9 @@ class DecodedRecords:
         columns = self._table.column_names
         if hot_given:
             columns = (*columns, *(column for _, column in self._hot))
-        return StoredBlock(block, _split(keys, KEY_BYTES), _split(digests, DIGEST_BYTES), len(fresh) - rows, columns)
+        return StoredBlock(
+            block, split_packed(keys, KEY_BYTES), split_packed(digests, DIGEST_BYTES), len(fresh) - rows, columns
+        )
 
 
 class FastRecords:
