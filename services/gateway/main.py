@@ -70,14 +70,13 @@ def build_gateway(settings: GatewaySettings) -> Starlette:
 
     # Plain requests' records written by the Rust fast path (FOOTFALL_IMPORT_FAST_PATH): the
     # same bytes as the Python path's, at a fraction of the CPU.
-    fast = FastPath.envelopes(fast_import.FastImport(settings.limits, geo=False), sink)
+    fast = (
+        FastPath.envelopes(fast_import.FastImport(settings.limits, geo=False), sink)
+        if fast_import.usable(settings.import_fast_path)
+        else None
+    )
     routes = ingestion_routes(
-        authenticator,
-        sink,
-        settings.limits,
-        trusted_proxies=settings.trusted_proxies,
-        rate=rate,
-        fast=fast if fast_import.usable(settings.import_fast_path) else None,
+        authenticator, sink, settings.limits, trusted_proxies=settings.trusted_proxies, rate=rate, fast=fast
     )
     return build_starlette("gateway", routes, interfaces=[INGESTION], lifespan=lifespan, health=healthz)
 
