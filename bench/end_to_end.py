@@ -46,6 +46,7 @@ from bench._kafka import footfall, service, unique_prefix
 
 BATCH = 2000
 POLL_SECONDS = 0.1
+TAG = "@tag@"  # where a request's own $insert_id prefix goes in a serialized body
 
 
 def make_bodies(count: int, seed: int) -> list[list[dict[str, Any]]]:
@@ -59,6 +60,19 @@ def probe(name: str) -> dict[str, Any]:
         "event": name,
         "properties": {"time": int(time.time()), "distinct_id": "bench-probe", "$insert_id": name.replace("_", "-")},
     }
+
+
+def templates(bodies: list[list[dict[str, Any]]]) -> list[bytes]:
+    """Each body serialized once, with TAG for the request's $insert_id prefix and without
+    the closing bracket (the probe follows): the client makes a request's body with one
+    bytes.replace instead of rebuilding and serializing 2000 events (≈ 6 µs of this machine's
+    CPU per event, taken from the system under test)."""
+    return [orjson.dumps(unique(body, TAG))[:-1] for body in bodies]
+
+
+def request_body(template: bytes, name: str) -> bytes:
+    tag = name.replace("_", "-").encode()
+    return b"".join((template.replace(TAG.encode(), tag), b",", orjson.dumps(probe(name)), b"]"))
 
 
 def unique(body: list[dict[str, Any]], tag: str) -> list[dict[str, Any]]:
@@ -98,6 +112,7 @@ def delay_quantiles_from_metrics(text: str) -> dict[str, float | None]:
 async def run(
     gateway: str, worker: str, rate: float, seconds: float, bodies: list[list[dict[str, Any]]], host: str
 ) -> dict[str, Any]:
+    serialized = templates(bodies)
     auth = (BOOTSTRAP_ENV["FOOTFALL_BOOTSTRAP_TOKEN"], "")
     query_auth = (BOOTSTRAP_ENV["FOOTFALL_BOOTSTRAP_SECRET"], "")
     interval = BATCH / rate
@@ -116,7 +131,7 @@ async def run(
         async def send(i: int) -> None:
             nonlocal imported
             name = f"{run_id}_{i:05d}"
-            body = orjson.dumps([*unique(bodies[i % len(bodies)], name.replace("_", "-")), probe(name)])
+            body = request_body(serialized[i % len(serialized)], name)
             r = await client.post(
                 gateway + "/import?strict=1", content=body, auth=auth, headers={"Content-Type": "application/json"}
             )
