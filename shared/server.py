@@ -32,6 +32,7 @@ response bytes and the TCP peer (successful `/healthz` and `/metrics` probes are
 from __future__ import annotations
 
 import fcntl
+import gc
 import os
 import socket
 import sys
@@ -148,14 +149,35 @@ DRAIN_SECONDS = 1.5
 EXIT_DEADLINE_SECONDS = SHUTDOWN_SECONDS - 0.5
 
 
+# Container allocations between two young-generation collections (CPython's default: 700).
+GC_YOUNG_THRESHOLD = 50_000
+
+
+def settle_heap() -> None:
+    """Once the process is set up: collect, then move every object alive now (modules,
+    settings, clients, caches) out of the cyclic collector's sight, and collect young objects
+    less often. A loaded worker creates tens of thousands of short-lived records per batch;
+    with the defaults the collector kept re-scanning them and, in full collections, the whole
+    heap (≈ 3.5 % of a loaded `serve`'s CPU in perf). Reference counting frees those records
+    as before; only cycles wait for a later collection."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
+
+
 class BoundedServer(uvicorn.Server):
-    """uvicorn's server plus a watchdog armed by the first exit signal."""
+    """uvicorn's server plus a watchdog armed by the first exit signal; the heap settled
+    once the app has started."""
 
     deadline = EXIT_DEADLINE_SECONDS
 
     def __init__(self, config: uvicorn.Config) -> None:
         super().__init__(config)
         self._watchdog: threading.Timer | None = None
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        settle_heap()
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if self._watchdog is None:

@@ -27,7 +27,7 @@ from footfall.shared.kafka.directory import DirectoryFollower
 from footfall.shared.kafka.logs import quiet_aiokafka
 from footfall.shared.lifecycle import Services
 from footfall.shared.logging import configure_logging
-from footfall.shared.server import AccessLog
+from footfall.shared.server import AccessLog, settle_heap
 from footfall.shared.web import build_starlette
 
 
@@ -88,4 +88,5 @@ def create_app() -> Starlette:
     app = build_gateway(settings)
     if settings.log.access:  # run_app adds it to an app object, not to a factory's apps
         app.add_middleware(AccessLog)
+    settle_heap()  # uvicorn's own server runs a factory's apps, not BoundedServer
     return app

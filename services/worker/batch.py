@@ -7,7 +7,7 @@ offsets to commit once they are safely stored (per partition: last offset + 1).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -44,15 +44,19 @@ class BatchBuffer:
     def __len__(self) -> int:
         return len(self._pending)
 
-    def add(self, records: Iterable[Record]) -> None:
+    def add(self, tp: TopicPartition, records: Sequence[Record]) -> None:
+        """One partition's records, in offset order (as a fetch returns them): the batch
+        commits up to the last one. No per-record work here: a consumed batch is tens of
+        thousands of records."""
+        if not records:
+            return
         pending = self._pending
-        for r in records:
-            if not pending.records:
-                self._opened_at = self.clock()
-            pending.records.append(r)
-            tp = TopicPartition(r.topic, r.partition)
-            if r.offset + 1 > pending.offsets.get(tp, -1):
-                pending.offsets[tp] = r.offset + 1
+        if not pending.records:
+            self._opened_at = self.clock()
+        pending.records.extend(records)
+        following = records[-1].offset + 1
+        if following > pending.offsets.get(tp, -1):
+            pending.offsets[tp] = following
 
     @property
     def room(self) -> int:

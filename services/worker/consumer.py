@@ -181,7 +181,7 @@ class WorkerConsumer(ConsumerRebalanceListener):  # type: ignore[misc]
             async with self._lock:
                 for tp, records in fetched.items():
                     self._committed.setdefault(tp, records[0].offset)  # lag baseline until a commit
-                    self.buffer.add(records)
+                    self.buffer.add(tp, records)
                 if self.buffer.ready():
                     await self._flush()
             self.failed = None

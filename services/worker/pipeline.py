@@ -99,7 +99,23 @@ def observe_delays(accepted: Iterable[int], now_ms: float) -> None:
     """The accepted → inserted delay of every event with an acceptance time: the events of
     one gateway request share it, so one histogram step per request rather than per event
     (an `observe` call per event cost ~1–2.5 µs of the worker's CPU per event)."""
-    for at, count in Counter(a for a in accepted if a).items():
+    _observe_counted(Counter(a for a in accepted if a), now_ms)
+
+
+def observe_header_delays(headers: Iterable[Sequence[tuple[str, bytes]]], now_ms: float) -> None:
+    """`observe_delays` from the records' headers: the records of one gateway request carry
+    equal headers, so each distinct one is read once (reading every record's header was
+    ~2 % of a loaded worker's samples)."""
+    counted: Counter[int] = Counter()
+    for header, count in Counter(tuple(h or ()) for h in headers).items():
+        at = accepted_ms_of(header)
+        if at:
+            counted[at] += count
+    _observe_counted(counted, now_ms)
+
+
+def _observe_counted(counted: Mapping[int, int], now_ms: float) -> None:
+    for at, count in counted.items():
         observe_many(metrics.WORKER_EVENT_DELAY, max(now_ms - at, 0.0) / 1000, count)
 
 
@@ -252,5 +268,5 @@ class BatchProcessor:
         outcome.duplicates += first.dropped
         outcome.inserted = first.rows
         await self.dedup.mark(first.keys, first.digests)
-        observe_delays((accepted_ms_of(records[i].headers) for i in fresh), time.time() * 1000)
+        observe_header_delays((records[i].headers for i in fresh), time.time() * 1000)
         return outcome

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import subprocess
+import sys
 import time
 from typing import Any
 
@@ -193,3 +195,16 @@ def test_run_app_adds_the_access_log_unless_turned_off(monkeypatch: pytest.Monke
     app = Starlette()
     server.run_app(app, "127.0.0.1", 1, LogSettings(access=access))
     assert isinstance(served[0], AccessLog) is access
+
+
+def test_a_settled_heap_is_frozen_and_collected_less_often() -> None:
+    """In a fresh interpreter (freezing is for the whole process): what is alive at start-up
+    leaves the collector's sight, and young objects are collected at the higher threshold."""
+    code = (
+        "import gc; from footfall.shared.server import GC_YOUNG_THRESHOLD, settle_heap; "
+        "before = gc.get_freeze_count(); settle_heap(); "
+        "print(before, gc.get_freeze_count(), gc.get_threshold()[0] == GC_YOUNG_THRESHOLD)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    before, frozen, threshold = done.stdout.split()
+    assert int(before) == 0 and int(frozen) > 10_000 and threshold == "True"

@@ -19,6 +19,9 @@ class Rec:
     value: bytes | None = None
 
 
+T0 = TopicPartition("t", 0)
+
+
 class Clock:
     def __init__(self) -> None:
         self.now = 100.0
@@ -29,9 +32,9 @@ class Clock:
 
 def test_ready_when_full() -> None:
     buf = BatchBuffer(3, 10.0, Clock())
-    buf.add([Rec("t", 0, 0), Rec("t", 0, 1)])
+    buf.add(T0, [Rec("t", 0, 0), Rec("t", 0, 1)])
     assert not buf.ready() and buf.room == 1
-    buf.add([Rec("t", 1, 7)])
+    buf.add(TopicPartition("t", 1), [Rec("t", 1, 7)])
     assert buf.ready() and buf.room == 0
 
 
@@ -39,9 +42,11 @@ def test_ready_when_old_enough_counting_from_the_first_record() -> None:
     clock = Clock()
     buf = BatchBuffer(100, 0.5, clock)
     assert not buf.ready() and buf.wait_seconds() == 0.5
-    buf.add([Rec("t", 0, 0)])
+    buf.add(T0, [])  # an empty fetch opens no batch
+    assert buf.wait_seconds() == 0.5
+    buf.add(T0, [Rec("t", 0, 0)])
     clock.now += 0.3
-    buf.add([Rec("t", 0, 1)])
+    buf.add(T0, [Rec("t", 0, 1)])
     assert not buf.ready() and buf.wait_seconds() == pytest.approx(0.2)
     clock.now += 0.2
     assert buf.ready() and buf.wait_seconds() == 0.0
@@ -49,10 +54,20 @@ def test_ready_when_old_enough_counting_from_the_first_record() -> None:
 
 def test_take_returns_records_and_next_offsets_per_partition() -> None:
     buf = BatchBuffer(10, 1.0, Clock())
-    buf.add([Rec("t", 0, 5), Rec("t", 0, 6), Rec("t", 2, 40), Rec("u", 0, 1)])
+    buf.add(T0, [Rec("t", 0, 5), Rec("t", 0, 6)])
+    buf.add(TopicPartition("t", 2), [Rec("t", 2, 40)])
+    buf.add(TopicPartition("u", 0), [Rec("u", 0, 1)])
+    buf.add(T0, [Rec("t", 0, 7), Rec("t", 0, 8)])  # the partition's next fetch
     pending = buf.take()
-    assert len(pending) == 4
-    assert pending.offsets == {TopicPartition("t", 0): 7, TopicPartition("t", 2): 41, TopicPartition("u", 0): 2}
+    assert [(r.topic, r.partition, r.offset) for r in pending.records] == [
+        ("t", 0, 5),
+        ("t", 0, 6),
+        ("t", 2, 40),
+        ("u", 0, 1),
+        ("t", 0, 7),
+        ("t", 0, 8),
+    ]
+    assert pending.offsets == {T0: 9, TopicPartition("t", 2): 41, TopicPartition("u", 0): 2}
     assert len(buf) == 0 and not buf.ready()
 
 

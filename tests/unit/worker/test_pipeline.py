@@ -129,6 +129,30 @@ def test_stores_enriched_rows_and_marks_them() -> None:
     assert len(wh.rows) == 2
 
 
+def _delay_histogram() -> tuple[float, float]:
+    """(count, sum) of footfall_worker_event_delay_seconds."""
+    samples = {s.name: s.value for m in metrics.WORKER_EVENT_DELAY.collect() for s in m.samples}
+    return samples["footfall_worker_event_delay_seconds_count"], samples["footfall_worker_event_delay_seconds_sum"]
+
+
+def test_each_inserted_event_counts_once_in_the_delay_histogram(path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three gateway requests (acceptance times in the headers) and one event without a
+    header; then a retry, which the dedup layer drops: the inserted events' delays, each with
+    its own request's time."""
+    monkeypatch.setattr("footfall.services.worker.pipeline.time.time", lambda: 1_000.0)
+    batch = records([event(i) for i in range(7)])
+    for rec, accepted in zip(batch, [400_000, 400_000, 700_000, 700_000, 700_000, 990_000, None], strict=True):
+        rec.headers = accepted_header(accepted) if accepted is not None else []
+    proc, _, _ = processor(FakeWarehouse(), path=path, geo=False)
+    count, total = _delay_histogram()
+    assert asyncio.run(proc.process(batch)).inserted == 7
+    retry = Rec(batch[0].value, offset=7, headers=accepted_header(10))
+    assert asyncio.run(proc.process([retry])).duplicates == 1
+    after_count, after_total = _delay_histogram()
+    assert after_count - count == 6  # not the event without a header, nor the retry
+    assert after_total - total == pytest.approx(2 * 600 + 3 * 300 + 10)
+
+
 def test_a_changed_copy_is_inserted_so_the_latest_wins(path: str) -> None:
     wh = FakeWarehouse()
     proc, _, _ = processor(wh, path=path, geo=False)
