@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any, TypeVar
 
+import clickhouse_connect
 import pytest
 
 from footfall.shared.config import Env, HotSettings
@@ -20,17 +22,27 @@ from footfall.shared.schema import apply_migrations, hot
 from footfall.shared.warehouse import ClickHouseWarehouse, open_warehouse
 from footfall.shared.warehouse.client import WarehouseError
 
+T = TypeVar("T")
 _ALREADY_OPEN = re.compile(r"already initialized with path '([^']+)'")
 
 
-def _open_chdb(path: Path) -> ClickHouseWarehouse:
+def _open_chdb(path: Path, opener: Callable[[str], T]) -> T:
     try:
-        return open_warehouse(f"chdb://{path}")
+        return opener(f"chdb://{path}")
     except Exception as exc:  # clickhouse-connect's ProgrammingError; the engine is per process
         found = _ALREADY_OPEN.search(str(exc))
         if found is None:
             raise
-        return open_warehouse(f"chdb://{found.group(1)}")
+        return opener(f"chdb://{found.group(1)}")
+
+
+@pytest.fixture(scope="session")
+def chdb_client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A plain clickhouse-connect client of the process's chDB (a session folder, or the one
+    already open), for tests that work in a database of their own."""
+    client = _open_chdb(tmp_path_factory.mktemp("chdb") / "data", lambda dsn: clickhouse_connect.get_client(dsn=dsn))
+    yield client
+    client.close()
 
 
 def _hot_columns(wh: ClickHouseWarehouse) -> None:
@@ -43,7 +55,7 @@ def _hot_columns(wh: ClickHouseWarehouse) -> None:
 @pytest.fixture(scope="session")
 def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClickHouseWarehouse]:
     """The session's chDB store with every migration applied."""
-    wh = _open_chdb(tmp_path_factory.mktemp("chdb") / "data")
+    wh = _open_chdb(tmp_path_factory.mktemp("chdb") / "data", open_warehouse)
     apply_migrations(wh)
     _hot_columns(wh)
     yield wh

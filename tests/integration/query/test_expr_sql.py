@@ -19,16 +19,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import re
-import tempfile
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import clickhouse_connect
 import pytest
 from hypothesis import HealthCheck, given, settings
 
@@ -58,22 +54,9 @@ class Store:
         return list(self.client.query(text, parameters=parameters).result_rows)
 
 
-def _open_client() -> Any:
-    """A chDB client. chDB opens one data folder per process: if another test already
-    opened one, reuse it (every test here works in its own database)."""
-    path = tempfile.mkdtemp(prefix="footfall-expr-")
-    try:
-        return clickhouse_connect.get_client(dsn=f"chdb://{path}")
-    except Exception as exc:  # pragma: no cover - depends on test order
-        found = re.search(r"already initialized with path '([^']+)'", str(exc))
-        if found is None:
-            raise
-        return clickhouse_connect.get_client(dsn=f"chdb://{found.group(1)}")
-
-
 @pytest.fixture(scope="module")
-def store() -> Iterator[Store]:
-    client = _open_client()
+def store(chdb_client: Any) -> Iterator[Store]:
+    client = chdb_client
     db = f"expr_{uuid.uuid4().hex[:12]}"
     client.command(f"CREATE DATABASE {db}")
     ddl = m0001_events.STATEMENTS[0].replace("CREATE TABLE IF NOT EXISTS events", f"CREATE TABLE {db}.events")
@@ -96,8 +79,6 @@ def store() -> Iterator[Store]:
     )
     yield Store(client, db)
     client.command(f"DROP DATABASE {db}")
-    if os.environ.get("FOOTFALL_KEEP_CHDB") is None:
-        client.close()
 
 
 def _row(case_no: int, props: dict[str, Any]) -> list[Any]:

@@ -14,14 +14,11 @@ from __future__ import annotations
 
 import json
 import math
-import re
-import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import clickhouse_connect
 import pytest
 
 from footfall.shared.expr import ExprError, check_expr, compile_number, compile_where, parse_expr
@@ -51,15 +48,8 @@ class Store:
 
 
 @pytest.fixture(scope="module")
-def store() -> Iterator[Store]:
-    path = tempfile.mkdtemp(prefix="footfall-profile-expr-")
-    try:
-        client = clickhouse_connect.get_client(dsn=f"chdb://{path}")
-    except Exception as exc:  # chDB opens one folder per process: join the one already open
-        found = re.search(r"already initialized with path '([^']+)'", str(exc))
-        if found is None:
-            raise
-        client = clickhouse_connect.get_client(dsn=f"chdb://{found.group(1)}")
+def store(chdb_client: Any) -> Iterator[Store]:
+    client = chdb_client
     db = f"profile_expr_{uuid.uuid4().hex[:12]}"
     client.command(f"CREATE DATABASE {db}")
     client.command(
