@@ -46,9 +46,19 @@ class _Waiter:
     items: list[Any] | FastRows
     done: asyncio.Future[dict[int, str]]
 
+    _keys: set[bytes] | None = None
+
     @property
     def size(self) -> int:
         return self.items.rows if isinstance(self.items, FastRows) else len(self.items)
+
+    def key_set(self) -> set[bytes]:
+        """A fast request's dedup keys, made once (a waiter may be looked at by several takes)."""
+        if not isinstance(self.items, FastRows):
+            raise TypeError("only fast rows carry packed keys")
+        if self._keys is None:
+            self._keys = self.items.key_set()
+        return self._keys
 
 
 @dataclass
@@ -155,7 +165,7 @@ class EmbeddedSink:
             if kind != columns or (taken and count + waiter.size > self.max_group_items):
                 break
             if isinstance(waiter.items, FastRows):
-                mine = waiter.items.key_set()
+                mine = waiter.key_set()
                 if taken and not keys.isdisjoint(mine):
                     break
                 keys |= mine
