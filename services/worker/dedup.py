@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
+from collections.abc import Sequence
 from typing import Protocol
 
 import redis.asyncio as aioredis
@@ -43,14 +44,15 @@ from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
 from footfall.shared import metrics
+from footfall.shared.events.fast_import import Packed
 
 log = structlog.get_logger(__name__)
 
 
 class DedupStore(Protocol):
-    async def seen(self, keys: list[bytes], digests: list[bytes]) -> list[bool]: ...
+    async def seen(self, keys: Sequence[bytes], digests: Sequence[bytes]) -> list[bool]: ...
 
-    async def mark(self, keys: list[bytes], digests: list[bytes]) -> None: ...
+    async def mark(self, keys: Sequence[bytes], digests: Sequence[bytes]) -> None: ...
 
     async def close(self) -> None: ...
 
@@ -63,7 +65,7 @@ class MemoryDedup:
         self.max_keys = max_keys
         self._keys: OrderedDict[bytes, tuple[bytes, float]] = OrderedDict()
 
-    async def seen(self, keys: list[bytes], digests: list[bytes]) -> list[bool]:
+    async def seen(self, keys: Sequence[bytes], digests: Sequence[bytes]) -> list[bool]:
         now = time.monotonic()
         out = []
         for k, d in zip(keys, digests, strict=True):
@@ -71,7 +73,7 @@ class MemoryDedup:
             out.append(hit is not None and hit[1] > now and hit[0] == d)
         return out
 
-    async def mark(self, keys: list[bytes], digests: list[bytes]) -> None:
+    async def mark(self, keys: Sequence[bytes], digests: Sequence[bytes]) -> None:
         expires = time.monotonic() + self.ttl
         for k, d in zip(keys, digests, strict=True):
             self._keys[k] = (d, expires)
@@ -137,8 +139,20 @@ DIGEST_WIDTH = 8  # footfall.shared.kafka.content_digest
 BUCKETS_PER_TTL = 3  # a bucket spans a third of the TTL: 4 buckets cover any mark of the last TTL
 
 
-def _packable(keys: list[bytes], digests: list[bytes]) -> bool:
-    return all(len(k) == KEY_WIDTH for k in keys) and all(len(d) == DIGEST_WIDTH for d in digests)
+def _packable(keys: Sequence[bytes], digests: Sequence[bytes]) -> bool:
+    return _width(keys) == KEY_WIDTH and _width(digests) == DIGEST_WIDTH
+
+
+def _width(values: Sequence[bytes]) -> int | None:
+    """The width every value has (None: mixed)."""
+    if isinstance(values, Packed):
+        return values.width
+    widths = {len(v) for v in values}
+    return widths.pop() if len(widths) == 1 else None
+
+
+def _joined(values: Sequence[bytes]) -> bytes:
+    return values.blob if isinstance(values, Packed) else b"".join(values)
 
 
 class RedisDedup:
@@ -202,7 +216,7 @@ class RedisDedup:
         self.available = True
         metrics.REDIS_FALLBACK.set(0)
 
-    async def seen(self, keys: list[bytes], digests: list[bytes]) -> list[bool]:
+    async def seen(self, keys: Sequence[bytes], digests: Sequence[bytes]) -> list[bool]:
         if not keys or self._bypassed():
             return [False] * len(keys)
         started = time.perf_counter()
@@ -224,15 +238,15 @@ class RedisDedup:
         metrics.DEDUP_LOOKUP_SECONDS.observe(time.perf_counter() - started)
         return found
 
-    async def _seen_each(self, keys: list[bytes], digests: list[bytes], newest: int) -> list[bool]:
+    async def _seen_each(self, keys: Sequence[bytes], digests: Sequence[bytes], newest: int) -> list[bool]:
         """Keys or digests of other widths: the same lookup, one HMGET per bucket from here."""
         latest: list[bytes | None] = [None] * len(keys)
         for number in range(newest, newest - self.buckets, -1):
-            stored: list[bytes | None] = await self._client.hmget(self._bucket(number), keys)  # type: ignore[assignment]
+            stored: list[bytes | None] = await self._client.hmget(self._bucket(number), list(keys))  # type: ignore[assignment]
             latest = [old if old is not None else new for old, new in zip(latest, stored, strict=True)]
         return [v == d for v, d in zip(latest, digests, strict=True)]
 
-    async def mark(self, keys: list[bytes], digests: list[bytes]) -> None:
+    async def mark(self, keys: Sequence[bytes], digests: Sequence[bytes]) -> None:
         if not keys or self._bypassed():
             return
         number = self._bucket_number()
@@ -252,8 +266,8 @@ class RedisDedup:
             return
         self._recovered()
 
-    def _packed_args(self, keys: list[bytes], digests: list[bytes]) -> list[bytes | int]:
-        return [self.prefix, KEY_WIDTH, b"".join(keys), DIGEST_WIDTH, b"".join(digests)]
+    def _packed_args(self, keys: Sequence[bytes], digests: Sequence[bytes]) -> list[bytes | int]:
+        return [self.prefix, KEY_WIDTH, _joined(keys), DIGEST_WIDTH, _joined(digests)]
 
     async def close(self) -> None:
         await self._client.aclose()

@@ -229,7 +229,7 @@ class BatchProcessor:
         observe_delays((decoded.accepted[i] for i in fresh), time.time() * 1000)
         return outcome
 
-    async def _fresh(self, keys: list[bytes], digests: list[bytes], outcome: Outcome) -> list[int]:
+    async def _fresh(self, keys: Sequence[bytes], digests: Sequence[bytes], outcome: Outcome) -> list[int]:
         """Step 2: the indices of the items the Redis layer has not seen (the rest counted as
         duplicates in `outcome`)."""
         seen = await self.dedup.seen(keys, digests)

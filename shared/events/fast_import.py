@@ -15,9 +15,10 @@ Without the extension (`available()` false) every request takes the Python path.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from types import ModuleType
+from typing import overload
 
 import structlog
 
@@ -31,14 +32,57 @@ try:
 except ImportError:  # installed without a Rust toolchain
     _fastpath = None  # type: ignore[assignment]
 
-__all__ = ["FastEnvelopes", "FastImport", "FastRows", "available", "split_packed", "usable"]
+__all__ = ["FastEnvelopes", "FastImport", "FastRows", "Packed", "available", "usable"]
 
 KEY_BYTES = 16
 
 
-def split_packed(packed: bytes, width: int) -> list[bytes]:
-    """Fixed-width values the extension hands over concatenated (keys, digests), one by one."""
-    return [packed[i : i + width] for i in range(0, len(packed), width)]
+class Packed(Sequence[bytes]):
+    """Fixed-width values as the extension hands them over, concatenated (dedup keys, content
+    digests), read as a sequence without splitting them up front: the Redis layer sends the
+    concatenation as it is (`blob`), so a batch's values are never made one object each."""
+
+    __slots__ = ("blob", "width")
+
+    def __init__(self, blob: bytes, width: int) -> None:
+        if width < 1 or len(blob) % width:
+            raise ValueError(f"{len(blob)} bytes are not values of {width} bytes")
+        self.blob = blob
+        self.width = width
+
+    def __len__(self) -> int:
+        return len(self.blob) // self.width
+
+    @overload
+    def __getitem__(self, index: int) -> bytes: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Packed: ...
+
+    def __getitem__(self, index: int | slice) -> bytes | Packed:
+        w = self.width
+        if isinstance(index, slice):
+            start, stop, step = index.indices(len(self))
+            if step != 1:
+                raise ValueError("packed values slice with step 1 only")
+            return Packed(self.blob[start * w : max(stop, start) * w], w)
+        i = range(len(self))[index]  # IndexError, negative indices
+        return self.blob[i * w : (i + 1) * w]
+
+    def __iter__(self) -> Iterator[bytes]:
+        blob, w = self.blob, self.width
+        return (blob[i : i + w] for i in range(0, len(blob), w))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Packed):
+            return self.width == other.width and self.blob == other.blob
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    def __hash__(self) -> int:
+        return hash((self.blob, self.width))
+
+    def __repr__(self) -> str:
+        return f"Packed({len(self)} values of {self.width} bytes)"
 
 
 def available() -> bool:
@@ -70,7 +114,7 @@ class FastRows:
         return self.items - self.rows
 
     def key_set(self) -> set[bytes]:
-        return set(split_packed(self.keys, KEY_BYTES))
+        return set(Packed(self.keys, KEY_BYTES))
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING
 
 from footfall.shared.events.fast_import import (
     KEY_BYTES,
+    Packed,
     available,
     extension,
     native_columns,
     no_hot_columns,
-    split_packed,
 )
 from footfall.shared.schema.catalog import EVENTS as EVENTS_TABLE
 from footfall.shared.schema.catalog import Table
@@ -43,8 +43,8 @@ class StoredBlock:
     digests (what the Redis layer marks once the insert succeeded)."""
 
     block: bytes
-    keys: list[bytes]
-    digests: list[bytes]
+    keys: Packed
+    digests: Packed
     dropped: int  # fresh records left out as earlier copies of a later one
     columns: tuple[str, ...]  # the block's: the table's, then the hot columns it fills, if any
 
@@ -65,11 +65,11 @@ class DecodedRecords:
     def __len__(self) -> int:
         return len(self._envelopes)
 
-    def keys(self) -> list[bytes]:
-        return split_packed(self._envelopes.keys(), KEY_BYTES)
+    def keys(self) -> Packed:
+        return Packed(self._envelopes.keys(), KEY_BYTES)
 
-    def digests(self) -> list[bytes]:
-        return split_packed(self._envelopes.digests(), DIGEST_BYTES)
+    def digests(self) -> Packed:
+        return Packed(self._envelopes.digests(), DIGEST_BYTES)
 
     def block(self, fresh: list[int], *, ingested_at_ms: int, hot: bool = True) -> StoredBlock:
         """The rows of the records at `fresh` (ascending indices), with the hot columns' values
@@ -79,9 +79,7 @@ class DecodedRecords:
         columns = self._table.column_names
         if hot_given:
             columns = (*columns, *(column for _, column in self._hot))
-        return StoredBlock(
-            block, split_packed(keys, KEY_BYTES), split_packed(digests, DIGEST_BYTES), len(fresh) - rows, columns
-        )
+        return StoredBlock(block, Packed(keys, KEY_BYTES), Packed(digests, DIGEST_BYTES), len(fresh) - rows, columns)
 
 
 class FastRecords:

@@ -10,12 +10,14 @@ import os
 import random
 import re
 import uuid
+from collections.abc import Sequence
 
 import pytest
 import redis
 
 from footfall.services.worker import dedup
 from footfall.services.worker.dedup import MemoryDedup, RedisDedup
+from footfall.shared.events.fast_import import Packed
 
 
 def _calls(rng: random.Random, width: int, n: int) -> list[tuple[str, list[bytes], list[bytes]]]:
@@ -29,8 +31,12 @@ def _calls(rng: random.Random, width: int, n: int) -> list[tuple[str, list[bytes
 
 
 @pytest.mark.redis
-@pytest.mark.parametrize("width", [16, 5])  # 16: the packed scripts; 5: the per-key path
-def test_redis_dedup_answers_like_its_memory_twin(redis_url: str, width: int) -> None:
+@pytest.mark.parametrize(
+    ("width", "packed"),
+    [(16, False), (16, True), (5, False)],
+    ids=["scripts", "scripts-from-packed", "per-key"],  # packed: as the worker's fast path hands them over
+)
+def test_redis_dedup_answers_like_its_memory_twin(redis_url: str, width: int, packed: bool) -> None:
     rng = random.Random(width)
     prefix = f"t{uuid.uuid4().hex[:8]}:".encode()
 
@@ -40,10 +46,13 @@ def test_redis_dedup_answers_like_its_memory_twin(redis_url: str, width: int) ->
         got, want = [], []
         try:
             for op, keys, digests in _calls(rng, width, 2000):
+                sent: tuple[Sequence[bytes], Sequence[bytes]] = (keys, digests)
+                if packed:
+                    sent = (Packed(b"".join(keys), width), Packed(b"".join(digests), 8))
                 if op == "mark":
-                    await store.mark(keys, digests)
+                    await store.mark(*sent)
                     await twin.mark(keys, digests)
-                got.append(await store.seen(keys, digests))
+                got.append(await store.seen(*sent))
                 want.append(await twin.seen(keys, digests))
         finally:
             await store.close()
