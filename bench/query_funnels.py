@@ -79,12 +79,14 @@ def _funnel_sql(steps: list[str], on: bool) -> str:
     time >= previous - 2 s (merged by one sort of 2t / 2t+1 codes), kept when <= entry + 1 day."""
     n = len(steps)
     names = ", ".join(f"'{s}'" for s in steps)
-    if on:
+    if on:  # one array per column (a tuple is gathered value by value), sorted together
+        c0 = f"event = '{steps[0]}' AND ms >= {S_MS} AND ms < {E_MS}"
         e0 = (
-            f"arraySort(groupArrayIf((ms, event, insert_id, pk), "
-            f"event = '{steps[0]}' AND ms >= {S_MS} AND ms < {E_MS}))"
+            f"groupArrayIf(ms, {c0}) AS am, groupArrayIf(insert_id, {c0}) AS ai, groupArrayIf(pk, {c0}) AS ak, "
+            "arraySort(am)"
         )
-        t0, g0 = "arrayMap(e -> e.1, e0)", ", arrayFilter((g, k, q) -> k != q, arrayMap(e -> e.4, e0), k0, kp) AS g0"
+        t0 = "e0"
+        g0 = ", arrayFilter((g, k, q) -> k != q, arraySort((g, m, i) -> (m, i), ak, am, ai), k0, kp) AS g0"
     else:
         e0 = f"arraySort(groupArrayIf(ms, event = '{steps[0]}' AND ms >= {S_MS} AND ms < {E_MS}))"
         t0, g0 = "e0", ""
