@@ -57,6 +57,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.path.parent.name == "fault" and item.path.parent.parent.name == "tests":
             item.add_marker(pytest.mark.serial)
+    # The slow tests first (stable otherwise): xdist hands tests out in this order, so a
+    # minute-long test starts while short ones fill the other workers instead of ending last.
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 def _in_ci() -> bool:

@@ -105,6 +105,7 @@ def oracle(raw: list[dict[str, Any]], params: dict[str, str]) -> dict[str, Any]:
     }
 
 
+@pytest.mark.slow
 def test_backup_while_importing_restores_a_consistent_snapshot(tmp_path: Path) -> None:
     backups = tmp_path / "backups"
     data = make_dataset(161, n_events=1500, zones={1: "UTC"})

@@ -50,6 +50,7 @@ def ok(done: subprocess.CompletedProcess[str]) -> Any:
     return orjson.loads(done.stdout)
 
 
+@pytest.mark.slow
 def test_cohort_commands_through_the_running_server(serve_process: ServeProcess, tmp_path: Path) -> None:
     server = serve_process
     created = ok(cohorts(server, "create", "--project", "1", "--json", json.dumps(DEFINITION)))

@@ -36,6 +36,7 @@ def created(data: Path, *args: str) -> dict[str, Any]:
     return orjson.loads(done.stdout)
 
 
+@pytest.mark.slow
 def test_new_project_and_service_account_work_and_stay_scoped(tmp_path: Path) -> None:
     data = tmp_path / "data"
     server = ServeProcess(data)

@@ -133,6 +133,7 @@ def alive(pid: int) -> bool:
         return False
 
 
+@pytest.mark.slow
 def test_amplitude_then_footfall_as_a_mixpanel_source(tmp_path: Path, source: tuple[str, Faults]) -> None:
     url, faults = source
     env = {"FOOTFALL_MIGRATE_AMPLITUDE_URL": url, "FOOTFALL_MIGRATE_BACKOFF_BASE": "0.05"}

@@ -98,6 +98,7 @@ def test_document_lists_served_routes_only(server: ServeProcess) -> None:
                 assert status < 500, (method, path, status)
 
 
+@pytest.mark.slow
 def test_schemathesis_finds_no_server_error_or_schema_violation(server: ServeProcess, tmp_path: Path) -> None:
     config = tmp_path / "schemathesis.toml"
     config.write_text(_config())

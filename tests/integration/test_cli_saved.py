@@ -61,6 +61,7 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_funnels_lifecycle(data: Path, tmp_path: Path) -> None:
     created = ok(
         run(

@@ -181,6 +181,7 @@ def _check(loaded: Loaded, pid: int, label: str, params: dict[str, str], page_si
     return pages, sum(1 for i in shown if i not in loaded.profiles[pid])
 
 
+@pytest.mark.slow
 def test_engage_by_saved_cohort_matches_the_reference(loaded: Loaded) -> None:
     rng = random.Random(SEED + 1)
     paged = without_profile = 0

@@ -206,6 +206,7 @@ def test_unusable_column_of_a_hot_name_is_not_used(clean_warehouse: ClickHouseWa
 CONFORMANCE = Path(__file__).resolve().parents[2] / "conformance" / "expr_semantics.json"
 
 
+@pytest.mark.slow
 def test_conformance_cases_give_the_same_values_from_hot_columns(clean_warehouse: ClickHouseWarehouse) -> None:
     """Every case of tests/conformance/expr_semantics.json (checked against its expected value
     by test_expr_sql.py over the JSON text) gives the same `where`, `on` and `number` when
