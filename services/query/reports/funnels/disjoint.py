@@ -37,8 +37,6 @@ from footfall.shared.sql import Params, Sql, join, number, sql
 
 __all__ = ["build_disjoint"]
 
-STEP0_COLUMNS = ("ms", "name", "iid", "ing", "keys")  # gathered per user, one array each (`a_<column>`)
-
 
 def _per_user(req: FunnelsRequest, p: Params) -> Sql:
     """Per user: `e0` (the range's step-0 events, sorted) and `s1`… (each later step's sorted times)."""
