@@ -255,8 +255,8 @@ class _RemoteSink:
         await self.channel.call("publish_rows", stream.name, packed)
 
     async def hot_columns(self) -> tuple[tuple[str, str], ...]:
-        pairs: list[list[str]] | tuple[tuple[str, str], ...] = await self.channel.call("hot_columns")
-        return tuple((str(p), str(c)) for p, c in pairs)
+        hot: tuple[tuple[str, str], ...] = await self.channel.call("hot_columns")  # pickled: tuples stay tuples
+        return hot
 
 
 async def _report_metrics(channel: Channel) -> None:

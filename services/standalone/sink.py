@@ -143,9 +143,9 @@ class EmbeddedSink:
         return stored.refused
 
     async def _store_fast(self, stream: Stream[Any], batch: list[FastRows]) -> None:
-        packed = PackedRows([rows.block for rows in batch], sum(rows.rows for rows in batch))
+        packed = PackedRows([rows.block for rows in batch], sum(rows.rows for rows in batch), batch[0].columns)
         try:
-            await self.warehouse.run(insert_packed, self.warehouse, stream.table, packed, batch[0].columns)
+            await self.warehouse.run(insert_packed, self.warehouse, stream.table, packed)
         except WarehouseError as exc:
             log.error("embedded_insert_failed", stream=stream.name, error=str(exc)[:2000])
             raise UnavailableError("storage unavailable, retry with backoff") from exc

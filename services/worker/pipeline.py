@@ -257,7 +257,7 @@ class BatchProcessor:
             nonlocal attempts
             attempts += 1
             block = first if attempts == 1 else decoded.block(fresh, ingested_at_ms=ingested_at_ms, hot=False)
-            insert_packed(self.warehouse, stream.table, PackedRows([block.block], block.rows), block.columns)
+            insert_packed(self.warehouse, stream.table, PackedRows([block.block], block.rows, block.columns))
             return block
 
         ok, _ = await self._retrying("insert", lambda: self.warehouse.run(insert), stopping)

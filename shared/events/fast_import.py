@@ -78,9 +78,6 @@ class Packed(Sequence[bytes]):
             return self.width == other.width and self.blob == other.blob
         return isinstance(other, Sequence) and list(self) == list(other)
 
-    def __hash__(self) -> int:
-        return hash((self.blob, self.width))
-
     def __repr__(self) -> str:
         return f"Packed({len(self)} values of {self.width} bytes)"
 

@@ -141,12 +141,11 @@ def insert_built(warehouse: Warehouse, table: Table, built: Rows) -> None:
     )
 
 
-def insert_packed(warehouse: Warehouse, table: Table, packed: PackedRows, columns: Sequence[str] | None = None) -> None:
-    """One insert of packed rows, as they are (blocking: in the warehouse's thread). `columns`:
-    the blocks' own, when they hold more than the table's catalog columns (the values of
-    MATERIALIZED ones: the hot property columns the `/import` fast path computes)."""
-    columns = columns if columns is not None else packed.columns
-    names = table.column_names if columns is None else tuple(columns)
+def insert_packed(warehouse: Warehouse, table: Table, packed: PackedRows) -> None:
+    """One insert of packed rows, as they are (blocking: in the warehouse's thread), with the
+    blocks' own columns (`PackedRows.columns`: MATERIALIZED ones too when the `/import` fast path
+    computed the hot property columns)."""
+    names = table.column_names if packed.columns is None else tuple(packed.columns)
     materialized = tuple(names) != tuple(table.column_names)
     _timed_insert(
         lambda: warehouse.insert_native(table.name, names, packed.blobs, materialized=materialized), packed.rows

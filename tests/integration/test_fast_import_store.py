@@ -116,7 +116,7 @@ def test_hot_columns_the_fast_path_fills_hold_what_the_engine_computes(clean_war
         def store(rows: fast_import.FastRows | None) -> list[tuple[object, ...]]:
             assert rows is not None
             wh.command("TRUNCATE TABLE events")
-            insert_packed(wh, EVENTS_TABLE, PackedRows([rows.block], rows.rows), rows.columns)
+            insert_packed(wh, EVENTS_TABLE, PackedRows([rows.block], rows.rows, rows.columns))
             return hot_stored(wh)
 
         body = orjson.dumps(hot_items("the end"))
