@@ -85,13 +85,25 @@ EVENTS = [
     ev("Open", "ret", "2024-03-06 09:00:00"),
     ev("Sign Up", "ret-self", f"{DAY} 09:00:00"),
 ]
+# `on`: the entry among step-0 events at one millisecond is the first by name, then insert_id
+# (bytewise: a prefix first), then the latest copy of a duplicate.
+EVENTS += [
+    ev("T", "tie", f"{DAY} 17:00:00", plan="longer", **{"$insert_id": "tie-ab"}),
+    ev("T", "tie", f"{DAY} 17:00:00", plan="prefix", **{"$insert_id": "tie-a"}),
+    ev("U", "tie", f"{DAY} 17:30:00"),
+]
+REDO = ev("T", "redo", f"{DAY} 17:00:00", plan="old")
+REDONE = {**REDO, "properties": {**REDO["properties"], "plan": "new"}}
 DUPLICATE = ev("View", "dup", f"{DAY} 18:00:00")
-EVENTS += [DUPLICATE, dict(DUPLICATE)]  # imported twice (separate requests): one event
+# imported twice (the second copies in a later request): one event each, the later copy wins
+EVENTS += [DUPLICATE, REDO, dict(DUPLICATE), REDONE]
+SECOND_COPIES = 2
 
 FUNNELS = {
     "abcde": {"name": "abcde", "steps": [{"event": s} for s in "ABCDE"], "length": 1, "length_unit": "day"},
     "abc-1h": {"name": "abc-1h", "steps": [{"event": s} for s in "ABC"], "length": 1, "length_unit": "hour"},
     "ab": {"name": "ab", "steps": [{"event": "A"}, {"event": "B"}], "length": 1, "length_unit": "hour"},
+    "tu": {"name": "tu", "steps": [{"event": "T"}, {"event": "U"}], "length": 1, "length_unit": "day"},
     "view-view": {
         "name": "view-view",
         "steps": [{"event": "View"}, {"event": "View"}],
@@ -105,8 +117,8 @@ FUNNELS = {
 def env(warehouse) -> Iterator[tuple[ReportEnv, dict[str, int]]]:  # type: ignore[no-untyped-def]
     env = build_env(warehouse, {PID: TZ})
     env.warehouse.command("SYSTEM STOP MERGES events")
-    import_events(env, PID, EVENTS[:-1])
-    import_events(env, PID, EVENTS[-1:])  # the duplicate's second copy, in its own request
+    import_events(env, PID, EVENTS[:-SECOND_COPIES])
+    import_events(env, PID, EVENTS[-SECOND_COPIES:])  # the duplicates' second copies, in their own request
     store = WarehouseSavedStore(warehouse)
     ids = {}
     for key, definition in FUNNELS.items():
@@ -166,6 +178,13 @@ def test_events_after_to_date_complete(env: tuple[ReportEnv, dict[str, int]]) ->
 
 def test_duplicate_cannot_serve_two_steps(env: tuple[ReportEnv, dict[str, int]]) -> None:
     assert _counts(_funnel(env, "view-view")) == [1, 0]
+
+
+def test_segment_of_an_entry_tied_in_time(env: tuple[ReportEnv, dict[str, int]]) -> None:
+    body = _funnel(env, "tu", on='properties["plan"]')
+    segments = {key: [s["count"] for s in steps] for key, steps in body["data"][DAY].items()}
+    # tie: "tie-a" sorts before "tie-ab", so its plan is the entry's; redo: the later copy's plan.
+    assert segments == {"$overall": [2, 1], "prefix": [1, 1], "new": [1, 0]}
 
 
 def test_birth_event_is_not_a_return(env: tuple[ReportEnv, dict[str, int]]) -> None:
