@@ -74,44 +74,44 @@ FUNNELS = {
 
 
 def _funnel_sql(steps: list[str], on: bool) -> str:
-    """Hand-written: per user the step-0 times of the range and each later step's times,
-    sorted; entries = first step-0 time per local day; each next step = the first step-k
-    time >= previous - 2 s (merged by one sort of 2t / 2t+1 codes), kept when <= entry + 1 day."""
+    """Hand-written: per user the entries (first step-0 time per local day) and each later
+    step's times, sorted; each next step = the first step-k time >= previous - 2 s (merged by
+    one sort of 2t / 2t+1 codes), kept when <= entry + 1 day. With `on`, the entries are found
+    before the per-user GROUP BY (per user and day, the first by time and insert_id), with a
+    128-bit hash of the plan; the plans of the hashes are joined after counting."""
     n = len(steps)
-    names = ", ".join(f"'{s}'" for s in steps)
-    if on:  # one array per column (a tuple is gathered value by value), sorted together
-        c0 = f"event = '{steps[0]}' AND ms >= {S_MS} AND ms < {E_MS}"
-        e0 = (
-            f"groupArrayIf(ms, {c0}) AS am, groupArrayIf(insert_id, {c0}) AS ai, groupArrayIf(pk, {c0}) AS ak, "
-            "arraySort(am)"
-        )
-        t0 = "e0"
-        g0 = ", arrayFilter((g, k, q) -> k != q, arraySort((g, m, i) -> (m, i), ak, am, ai), k0, kp) AS g0"
-    else:
-        e0 = f"arraySort(groupArrayIf(ms, event = '{steps[0]}' AND ms >= {S_MS} AND ms < {E_MS}))"
-        t0, g0 = "e0", ""
     later = ", ".join(f"arraySort(groupArrayIf(ms, event = '{s}')) AS s{k}" for k, s in enumerate(steps) if k)
     scan = f"""project_id = 1 AND time >= toDateTime64('{START}', 3, 'UTC') - toIntervalMillisecond({2000 * (n - 1)})
                AND time <= toDateTime64('{END}', 3, 'UTC') + toIntervalDay(1)"""
-    if on:  # the plan only for the step-0 rows: a scan of their own
+    step0 = f"""project_id = 1 AND event = '{steps[0]}' AND time >= toDateTime64('{START}', 3, 'UTC')
+                AND time < toDateTime64('{END}', 3, 'UTC')"""
+    plan_hash = "reinterpretAsUInt128(sipHash128(JSONExtractString(properties, 'plan')))"
+    if on:
         names_later = ", ".join(f"'{s}'" for s in steps[1:])
-        rows = f"""SELECT distinct_id, event, insert_id, toUnixTimestamp64Milli(time) AS ms,
-                          [JSONExtractString(properties, 'plan')] AS pk FROM events
-                   WHERE project_id = 1 AND event = '{steps[0]}' AND time >= toDateTime64('{START}', 3, 'UTC')
-                     AND time < toDateTime64('{END}', 3, 'UTC')
+        rows = f"""SELECT distinct_id, min(t) AS ms, d, argMin(h, concat(reverse(reinterpretAsFixedString(toUInt64(t))),
+                          insert_id)) AS g, '{steps[0]}' AS event
+                   FROM (SELECT distinct_id, insert_id, toUnixTimestamp64Milli(time) AS t,
+                                toDate(fromUnixTimestamp64Milli(t, '{TZ}')) AS d, {plan_hash} AS h
+                         FROM events WHERE {step0}) GROUP BY distinct_id, d
                    UNION ALL
-                   SELECT distinct_id, event, '', toUnixTimestamp64Milli(time), [] FROM events
+                   SELECT distinct_id, toUnixTimestamp64Milli(time), toDate(0), toUInt128(0), event FROM events
                    WHERE {scan} AND event IN ({names_later})"""
+        query = f"""SELECT *, arraySort(ax) AS x0, arraySort((v, x) -> x, ad, ax) AS b0,
+                arraySort((v, x) -> x, ag, ax) AS g0, x0 AS xp0
+            FROM (SELECT distinct_id, groupArrayIf(ms, event = '{steps[0]}') AS ax,
+                         groupArrayIf(d, event = '{steps[0]}') AS ad, groupArrayIf(g, event = '{steps[0]}') AS ag,
+                         {later}
+                  FROM ({rows}) GROUP BY distinct_id HAVING notEmpty(ax))"""
     else:
-        rows = (
-            "SELECT distinct_id, event, toUnixTimestamp64Milli(time) AS ms "
-            f"FROM events WHERE {scan} AND event IN ({names})"
-        )
-    query = f"""SELECT *, {t0} AS t0, arrayMap(t -> toDate(fromUnixTimestamp64Milli(t, '{TZ}')), t0) AS k0,
-            arrayPopBack(arrayPushFront(k0, toDate('1970-01-01'))) AS kp,
-            arrayFilter((t, k, q) -> k != q, t0, k0, kp) AS x0, arrayFilter((k, q) -> k != q, k0, kp) AS b0,
-            x0 AS xp0{g0}
-        FROM (SELECT distinct_id, {e0} AS e0, {later} FROM ({rows}) GROUP BY distinct_id HAVING notEmpty(e0))"""
+        names = ", ".join(f"'{s}'" for s in steps)
+        e0 = f"arraySort(groupArrayIf(ms, event = '{steps[0]}' AND ms >= {S_MS} AND ms < {E_MS}))"
+        rows = "SELECT distinct_id, event, toUnixTimestamp64Milli(time) AS ms FROM events "
+        rows += f"WHERE {scan} AND event IN ({names})"
+        query = f"""SELECT *, arrayMap(t -> toDate(fromUnixTimestamp64Milli(t, '{TZ}')), e0) AS k0,
+                arrayPopBack(arrayPushFront(k0, toDate('1970-01-01'))) AS kp,
+                arrayFilter((t, k, q) -> k != q, e0, k0, kp) AS x0, arrayFilter((k, q) -> k != q, k0, kp) AS b0,
+                x0 AS xp0
+            FROM (SELECT distinct_id, {e0} AS e0, {later} FROM ({rows}) GROUP BY distinct_id HAVING notEmpty(e0))"""
     outs = ["arrayMap((b, g) -> (b, 0, 0, 0, g), b0, g0)" if on else "arrayMap(b -> (b, 0, 0, 0), b0)"]
     for k in range(1, n):
         step = [
@@ -135,9 +135,16 @@ def _funnel_sql(steps: list[str], on: bool) -> str:
                 f"arrayMap((b, s, q, x) -> (b, {k}, greatest(0, x - q), greatest(0, x - s)), b{k}, x{k}, pp{k}, xp{k})"
             )
         query = f"SELECT *, {', '.join(step)} FROM ({query})"
-    seg = "arrayJoin(arrayPushFront(o.5, NULL))" if on else "NULL"
-    return f"""SELECT o.1 AS day, {seg} AS segment, o.2 AS step, count(), sum(o.3), sum(o.4)
-        FROM (SELECT arrayJoin(arrayConcat({", ".join(outs)})) AS o FROM ({query}))
+    attempts = f"SELECT arrayJoin(arrayConcat({', '.join(outs)})) AS o FROM ({query})"
+    if not on:
+        return f"""SELECT o.1 AS day, NULL AS segment, o.2 AS step, count(), sum(o.3), sum(o.4)
+            FROM ({attempts}) GROUP BY day, segment, step"""
+    return f"""SELECT day, segment, step, sum(c), sum(s3), sum(s4)
+        FROM (SELECT o.1 AS day, o.5 AS h, o.2 AS step, count() AS c, sum(o.3) AS s3, sum(o.4) AS s4
+              FROM ({attempts}) GROUP BY day, h, step) AS a
+        LEFT JOIN (SELECT {plan_hash} AS h, any(JSONExtractString(properties, 'plan')) AS plan
+                   FROM events WHERE {step0} GROUP BY h) AS m ON a.h = m.h
+        ARRAY JOIN [toNullable(m.plan), NULL] AS segment
         GROUP BY day, segment, step"""
 
 
