@@ -92,6 +92,10 @@ EVENTS += [
     ev("T", "tie", f"{DAY} 17:00:00", plan="prefix", **{"$insert_id": "tie-a"}),
     ev("U", "tie", f"{DAY} 17:30:00"),
 ]
+EVENTS += [  # by name first: "T" before "T2" although its insert_id sorts after
+    ev("T2", "names", f"{DAY} 17:00:00", plan="second", **{"$insert_id": "names-a"}),
+    ev("T", "names", f"{DAY} 17:00:00", plan="first", **{"$insert_id": "names-b"}),
+]
 REDO = ev("T", "redo", f"{DAY} 17:00:00", plan="old")
 REDONE = {**REDO, "properties": {**REDO["properties"], "plan": "new"}}
 DUPLICATE = ev("View", "dup", f"{DAY} 18:00:00")
@@ -103,7 +107,12 @@ FUNNELS = {
     "abcde": {"name": "abcde", "steps": [{"event": s} for s in "ABCDE"], "length": 1, "length_unit": "day"},
     "abc-1h": {"name": "abc-1h", "steps": [{"event": s} for s in "ABC"], "length": 1, "length_unit": "hour"},
     "ab": {"name": "ab", "steps": [{"event": "A"}, {"event": "B"}], "length": 1, "length_unit": "hour"},
-    "tu": {"name": "tu", "steps": [{"event": "T"}, {"event": "U"}], "length": 1, "length_unit": "day"},
+    "tu": {
+        "name": "tu",
+        "steps": [{"event": "T", "custom_event": {"id": 7, "name": "Any T", "events": ["T", "T2"]}}, {"event": "U"}],
+        "length": 1,
+        "length_unit": "day",
+    },
     "view-view": {
         "name": "view-view",
         "steps": [{"event": "View"}, {"event": "View"}],
@@ -183,8 +192,8 @@ def test_duplicate_cannot_serve_two_steps(env: tuple[ReportEnv, dict[str, int]])
 def test_segment_of_an_entry_tied_in_time(env: tuple[ReportEnv, dict[str, int]]) -> None:
     body = _funnel(env, "tu", on='properties["plan"]')
     segments = {key: [s["count"] for s in steps] for key, steps in body["data"][DAY].items()}
-    # tie: "tie-a" sorts before "tie-ab", so its plan is the entry's; redo: the later copy's plan.
-    assert segments == {"$overall": [2, 1], "prefix": [1, 1], "new": [1, 0]}
+    # tie: "tie-a" sorts before "tie-ab", so its plan is the entry's; names: T's; redo: the later copy's.
+    assert segments == {"$overall": [3, 1], "prefix": [1, 1], "first": [1, 0], "new": [1, 0]}
 
 
 def test_birth_event_is_not_a_return(env: tuple[ReportEnv, dict[str, int]]) -> None:
