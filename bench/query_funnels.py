@@ -76,9 +76,9 @@ FUNNELS = {
 def _funnel_sql(steps: list[str], on: bool) -> str:
     """Hand-written: per user the entries (first step-0 time per local day) and each later
     step's times, sorted; each next step = the first step-k time >= previous - 2 s (merged by
-    one sort of 2t / 2t+1 codes), kept when <= entry + 1 day. With `on`, the entries are found
-    before the per-user GROUP BY (per user and day, the first by time and insert_id), with a
-    128-bit hash of the plan; the plans of the hashes are joined after counting."""
+    one sort of 2t / 2t+1 codes), kept when <= entry + 1 day. With `on`, the step-0 events and
+    the later steps' are grouped per user apart and joined, the plan carried as a 128-bit hash
+    (ties in time by insert_id); the plans of the hashes are joined after counting."""
     n = len(steps)
     later = ", ".join(f"arraySort(groupArrayIf(ms, event = '{s}')) AS s{k}" for k, s in enumerate(steps) if k)
     scan = f"""project_id = 1 AND time >= toDateTime64('{START}', 3, 'UTC') - toIntervalMillisecond({2000 * (n - 1)})
@@ -88,20 +88,16 @@ def _funnel_sql(steps: list[str], on: bool) -> str:
     plan_hash = "reinterpretAsUInt128(sipHash128(JSONExtractString(properties, 'plan')))"
     if on:
         names_later = ", ".join(f"'{s}'" for s in steps[1:])
-        rows = f"""SELECT distinct_id, min(t) AS ms, d, argMin(h, concat(reverse(reinterpretAsFixedString(toUInt64(t))),
-                          insert_id)) AS g, '{steps[0]}' AS event
-                   FROM (SELECT distinct_id, insert_id, toUnixTimestamp64Milli(time) AS t,
-                                toDate(fromUnixTimestamp64Milli(t, '{TZ}')) AS d, {plan_hash} AS h
-                         FROM events WHERE {step0}) GROUP BY distinct_id, d
-                   UNION ALL
-                   SELECT distinct_id, toUnixTimestamp64Milli(time), toDate(0), toUInt128(0), event FROM events
-                   WHERE {scan} AND event IN ({names_later})"""
-        query = f"""SELECT *, arraySort(ax) AS x0, arraySort((v, x) -> x, ad, ax) AS b0,
-                arraySort((v, x) -> x, ag, ax) AS g0, x0 AS xp0
-            FROM (SELECT distinct_id, groupArrayIf(ms, event = '{steps[0]}') AS ax,
-                         groupArrayIf(d, event = '{steps[0]}') AS ad, groupArrayIf(g, event = '{steps[0]}') AS ag,
-                         {later}
-                  FROM ({rows}) GROUP BY distinct_id HAVING notEmpty(ax))"""
+        step0_rows = f"""SELECT distinct_id, groupArray(toUnixTimestamp64Milli(time)) AS am,
+                                groupArray(insert_id) AS ai, groupArray({plan_hash}) AS ag, arraySort(am) AS e0
+                         FROM events WHERE {step0} GROUP BY distinct_id"""
+        later_rows = f"""SELECT distinct_id, {later} FROM (SELECT distinct_id, event, toUnixTimestamp64Milli(time) AS ms
+                         FROM events WHERE {scan} AND event IN ({names_later})) GROUP BY distinct_id"""
+        query = f"""SELECT *, arrayMap(t -> toDate(fromUnixTimestamp64Milli(t, '{TZ}')), e0) AS k0,
+                arrayPopBack(arrayPushFront(k0, toDate('1970-01-01'))) AS kp,
+                arrayFilter((t, k, q) -> k != q, e0, k0, kp) AS x0, arrayFilter((k, q) -> k != q, k0, kp) AS b0,
+                x0 AS xp0, arrayFilter((g, k, q) -> k != q, arraySort((g, m, i) -> (m, i), ag, am, ai), k0, kp) AS g0
+            FROM (SELECT * FROM ({later_rows}) AS r RIGHT JOIN ({step0_rows}) AS f USING distinct_id)"""
     else:
         names = ", ".join(f"'{s}'" for s in steps)
         e0 = f"arraySort(groupArrayIf(ms, event = '{steps[0]}' AND ms >= {S_MS} AND ms < {E_MS}))"
