@@ -101,12 +101,8 @@ def alias(prefix: LiteralString, k: int) -> Sql:
     return sql(prefix + "{}", number(k))
 
 
-def aggregate(req: FunnelsRequest, per_user: Sql, p: Params, keys_of: Sql | None = None) -> Query:
-    """Rows of `COLUMNS` from a per-user query with the `out` column (see the module docstring).
-
-    With `on`, `out`'s fifth element is the attempt's segment keys, or, when `keys_of` is
-    given, a hash of them that `keys_of` (rows `h`, `keys`) maps to the keys: the attempts
-    are then counted per hash and the few rows per hash joined to their keys."""
+def aggregate(req: FunnelsRequest, per_user: Sql, p: Params) -> Query:
+    """Rows of `COLUMNS` from a per-user query with the `out` column (see the module docstring)."""
     if req.on is None:
         grouped = sql(
             "SELECT o.1 AS bucket, CAST(NULL, 'Nullable(String)') AS segment, o.2 AS step, count() AS attempts, "
@@ -115,27 +111,12 @@ def aggregate(req: FunnelsRequest, per_user: Sql, p: Params, keys_of: Sql | None
             per_user,
         )
         return Query(grouped, p)
-    if keys_of is None:
-        grouped = sql(
-            "SELECT o.1 AS bucket, segment, o.2 AS step, count() AS attempts, sum(o.3) AS step_ms, "
-            "sum(o.4) AS start_ms FROM ({}) ARRAY JOIN out AS o ARRAY JOIN arrayPushFront(o.5, NULL) AS segment "
-            "GROUP BY bucket, segment, step",
-            per_user,
-        )
-    else:
-        per_hash = sql(
-            "SELECT o.1 AS bucket, o.5 AS h, o.2 AS step, count() AS attempts, sum(o.3) AS step_ms, "
-            "sum(o.4) AS start_ms FROM ({}) ARRAY JOIN out AS o GROUP BY bucket, h, step",
-            per_user,
-        )
-        grouped = sql(
-            "SELECT bucket, segment, step, sum(attempts) AS attempts, sum(step_ms) AS step_ms, "
-            "sum(start_ms) AS start_ms FROM ({}) AS a LEFT JOIN ({}) AS m ON a.h = m.h "
-            "ARRAY JOIN arrayPushFront(CAST(m.keys, 'Array(Nullable(String))'), NULL) AS segment "
-            "GROUP BY bucket, segment, step",
-            per_hash,
-            keys_of,
-        )
+    grouped = sql(
+        "SELECT o.1 AS bucket, segment, o.2 AS step, count() AS attempts, sum(o.3) AS step_ms, sum(o.4) AS start_ms "
+        "FROM ({}) ARRAY JOIN out AS o ARRAY JOIN arrayPushFront(o.5, NULL) AS segment "
+        "GROUP BY bucket, segment, step",
+        per_user,
+    )
     entries = segment_weight(grouped, sql("sum(if(step = 0, attempts, 0))"))
     ranked = sql(
         "SELECT bucket, segment, step, attempts, step_ms, start_ms FROM ({}) ORDER BY bucket, segment, step",

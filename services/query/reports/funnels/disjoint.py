@@ -10,8 +10,8 @@ Per user (one GROUP BY over the step events of the scanned range; with `on`, one
 step-0 events and one over the later steps' events, joined):
 
 * `s1`…`s{n-1}`: the sorted times of each later step; `e0`: the step-0 times inside the
-  range, sorted (with `on`, each step-0 event also with its name, insert_id and a hash of
-  its segment keys, from a scan of their own so that `on` is computed for those rows only);
+  range, sorted (with `on`, each step-0 event also with its name, insert_id and segment
+  keys, from a scan of their own so that `on` is computed for those rows only);
 * the entries: the first step-0 event of each bucket (with `on`: by time, name, insert_id
   and latest copy first);
 * for each step k, the attempts still going (`xp{k-1}`: their step k-1 times, which are
@@ -61,24 +61,25 @@ def _per_user(req: FunnelsRequest, p: Params) -> Sql:
     )
 
 
-def _per_user_segmented(req: FunnelsRequest, p: Params) -> tuple[Sql, Sql]:
-    """With `on`: the per-user arrays, and the segment keys of each key hash (`h`, `keys`).
+def _per_user_segmented(req: FunnelsRequest, p: Params) -> Sql:
+    """With `on`: the per-user arrays.
 
     Two scans, each grouped per user, then joined: the step-0 events of the range, where the
     segment keys are computed (so `on` is evaluated on those rows only), and the later steps'
     events of the widened range. The names of the steps are disjoint, so the two never share
     a row. Per step-0 event: its time (`a_ms`), the rank of its name among the step's names
     sorted in code point order (`a_name`; the byte order of their UTF-8, which ClickHouse
-    compares), its insert_id ended by a zero byte (it has none: at most 36 of [A-Za-z0-9-]) and
-    followed by the complement of its ingestion time as a big-endian number (`a_ih`: compared
-    bytewise, a prefix sorts first and the latest copy of a duplicate first), and a 128-bit
-    hash of its segment keys (`a_g`), which `keys_of` maps back to the keys (a second, small
-    aggregation of the same step-0 rows).
+    compares), its insert_id ended by a zero byte (it has none: at most 36 of [A-Za-z0-9-])
+    and followed by the complement of its ingestion time as a big-endian number (`a_ih`:
+    compared bytewise, a prefix sorts first and the latest copy of a duplicate first), and its
+    segment keys (`a_g`).
 
     Measured on 100M events (5-step funnel, `on`, same store and hour): one GROUP BY over both
-    scans (UNION ALL), so that every later-step row passed the step-0 string aggregates, with
-    the keys as `Array(String)`: 6.2 s; grouped apart, the keys hashed: 3.8 s, and 3.3 s with
-    the join's hash table built from the step-0 side."""
+    scans (UNION ALL) made every later-step row pass the step-0 string aggregates: 6.2 s;
+    grouped apart and joined, the join's hash table built from the step-0 side: 3.0 s. (The
+    keys carried as a 128-bit hash and joined to their keys after counting gained nothing at
+    100M with the keys in a column, and lost a third at 10M where `on` parses the JSON text:
+    the keys are computed twice.)"""
     sc = funnel_scan(req, p)
     if sc.on_keys is None:
         raise AssertionError("invariant: sc.on_keys is not None")
@@ -86,7 +87,6 @@ def _per_user_segmented(req: FunnelsRequest, p: Params) -> tuple[Sql, Sql]:
     later_names = sorted({name for step in req.funnel.steps[1:] for name in step.names})
     later = [sql("arraySort(groupArrayIf(ms, step = {})) AS {}", number(k), alias("s", k)) for k in range(1, n)]
     keys = sql("arrayMap(x -> assumeNotNull(x), {})", sc.on_keys)
-    key_hash = sql("reinterpretAsUInt128(sipHash128({}))", keys)
     step0_scan = events_scan(
         sc.entries,
         sc.final,
@@ -102,7 +102,7 @@ def _per_user_segmented(req: FunnelsRequest, p: Params) -> tuple[Sql, Sql]:
         "reverse(reinterpretAsFixedString(bitNot(toUInt64(toUnixTimestamp64Milli(ingested_at))))))) AS a_ih, "
         "groupArray({}) AS a_g, arraySort(a_ms) AS e0 FROM {} GROUP BY distinct_id",
         ranked_names,
-        key_hash,
+        keys,
         step0_scan,
     )
     if n == 1:
@@ -122,10 +122,7 @@ def _per_user_segmented(req: FunnelsRequest, p: Params) -> tuple[Sql, Sql]:
         # Every user with a step-0 event; one without later events gets empty `s1`… (the
         # join's default for an unmatched row).
         per_user = sql("SELECT * FROM ({}) AS r RIGHT JOIN ({}) AS f USING distinct_id", rest, entries)
-    keys_of = sql(
-        "SELECT h, any(keys) AS keys FROM (SELECT {} AS h, {} AS keys FROM {}) GROUP BY h", key_hash, keys, step0_scan
-    )
-    return per_user, keys_of
+    return per_user
 
 
 def _step(k: int, window: Sql, grace: Sql, with_segments: bool) -> list[Sql]:
@@ -179,17 +176,16 @@ def _out(k: int, with_segments: bool) -> Sql:
     )
 
 
-def _entries(req: FunnelsRequest, p: Params) -> tuple[Sql, Sql | None]:
+def _entries(req: FunnelsRequest, p: Params) -> Sql:
     """Per user, the entries (the first step-0 event of each bucket: `x0`, their times,
-    ascending; `b0`, their buckets; with `on`, `g0`, their key hashes) and each later step's
-    times; with `on` also the keys of each hash."""
-    keys_of = None
+    ascending; `b0`, their buckets; with `on`, `g0`, their segment keys) and each later
+    step's times."""
     if req.on is None:
         per_user = _per_user(req, p)
         times = sql("e0 AS t0")
     else:
-        per_user, keys_of = _per_user_segmented(req, p)
-        # Ties in time by name, insert_id, the latest copy first (then the key hash: a total order).
+        per_user = _per_user_segmented(req, p)
+        # Ties in time by name, insert_id, the latest copy first (then the keys: a total order).
         times = sql("e0 AS t0, arraySort((g, m, n, i) -> (m, n, i, g), a_g, a_ms, a_name, a_ih) AS ga")
     entry_cols = [
         times,
@@ -199,20 +195,20 @@ def _entries(req: FunnelsRequest, p: Params) -> tuple[Sql, Sql | None]:
         sql("arrayFilter((k, q) -> k != q, k0, kp) AS b0"),
         sql("x0 AS xp0"),
     ]
-    if keys_of is not None:
+    if req.on is not None:
         entry_cols.append(sql("arrayFilter((g, k, q) -> k != q, ga, k0, kp) AS g0"))
-    return sql("SELECT *, {} FROM ({})", join(", ", entry_cols), per_user), keys_of
+    return sql("SELECT *, {} FROM ({})", join(", ", entry_cols), per_user)
 
 
 def build_disjoint(req: FunnelsRequest) -> Query:
     p = Params()
     n = len(req.funnel.steps)
     segments = req.on is not None
-    query, keys_of = _entries(req, p)
+    query = _entries(req, p)
     window, grace = p.add(req.window_ms, "Int64"), p.add(GRACE_MS, "Int64")
     # One SELECT per step: the analyzer expands aliases, so chaining every step's aliases in
     # one SELECT would grow the query tree exponentially with the number of steps.
     for k in range(1, n):
         query = sql("SELECT *, {} FROM ({})", join(", ", _step(k, window, grace, segments)), query)
     out = sql("arrayConcat({}) AS out", join(", ", [_out(k, segments) for k in range(n)]))
-    return aggregate(req, sql("SELECT {} FROM ({})", out, query), p, keys_of)
+    return aggregate(req, sql("SELECT {} FROM ({})", out, query), p)
