@@ -77,19 +77,18 @@ def _funnel_sql(steps: list[str], on: bool) -> str:
     """Hand-written: per user the entries (first step-0 time per local day) and each later
     step's times, sorted; each next step = the first step-k time >= previous - 2 s (merged by
     one sort of 2t / 2t+1 codes), kept when <= entry + 1 day. With `on`, the step-0 events and
-    the later steps' are grouped per user apart and joined, the plan carried as a 128-bit hash
-    (ties in time by insert_id); the plans of the hashes are joined after counting."""
+    the later steps' are grouped per user apart and joined (ties in time by insert_id)."""
     n = len(steps)
     later = ", ".join(f"arraySort(groupArrayIf(ms, event = '{s}')) AS s{k}" for k, s in enumerate(steps) if k)
     scan = f"""project_id = 1 AND time >= toDateTime64('{START}', 3, 'UTC') - toIntervalMillisecond({2000 * (n - 1)})
                AND time <= toDateTime64('{END}', 3, 'UTC') + toIntervalDay(1)"""
     step0 = f"""project_id = 1 AND event = '{steps[0]}' AND time >= toDateTime64('{START}', 3, 'UTC')
                 AND time < toDateTime64('{END}', 3, 'UTC')"""
-    plan_hash = "reinterpretAsUInt128(sipHash128(JSONExtractString(properties, 'plan')))"
     if on:
         names_later = ", ".join(f"'{s}'" for s in steps[1:])
         step0_rows = f"""SELECT distinct_id, groupArray(toUnixTimestamp64Milli(time)) AS am,
-                                groupArray(insert_id) AS ai, groupArray({plan_hash}) AS ag, arraySort(am) AS e0
+                                groupArray(insert_id) AS ai, groupArray(JSONExtractString(properties, 'plan')) AS ag,
+                                arraySort(am) AS e0
                          FROM events WHERE {step0} GROUP BY distinct_id"""
         later_rows = f"""SELECT distinct_id, {later} FROM (SELECT distinct_id, event, toUnixTimestamp64Milli(time) AS ms
                          FROM events WHERE {scan} AND event IN ({names_later})) GROUP BY distinct_id"""
@@ -132,16 +131,9 @@ def _funnel_sql(steps: list[str], on: bool) -> str:
             )
         query = f"SELECT *, {', '.join(step)} FROM ({query})"
     attempts = f"SELECT arrayJoin(arrayConcat({', '.join(outs)})) AS o FROM ({query})"
-    if not on:
-        return f"""SELECT o.1 AS day, NULL AS segment, o.2 AS step, count(), sum(o.3), sum(o.4)
-            FROM ({attempts}) GROUP BY day, segment, step"""
-    return f"""SELECT day, segment, step, sum(c), sum(s3), sum(s4)
-        FROM (SELECT o.1 AS day, o.5 AS h, o.2 AS step, count() AS c, sum(o.3) AS s3, sum(o.4) AS s4
-              FROM ({attempts}) GROUP BY day, h, step) AS a
-        LEFT JOIN (SELECT {plan_hash} AS h, any(JSONExtractString(properties, 'plan')) AS plan
-                   FROM events WHERE {step0} GROUP BY h) AS m ON a.h = m.h
-        ARRAY JOIN [toNullable(m.plan), NULL] AS segment
-        GROUP BY day, segment, step"""
+    segment = "arrayJoin([toNullable(o.5), NULL])" if on else "NULL"
+    return f"""SELECT o.1 AS day, {segment} AS segment, o.2 AS step, count(), sum(o.3), sum(o.4)
+        FROM ({attempts}) GROUP BY day, segment, step"""
 
 
 def _window_funnel_sql(steps: list[str]) -> str:
