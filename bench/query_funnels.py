@@ -92,21 +92,20 @@ def _funnel_sql(steps: list[str], on: bool) -> str:
                          FROM events WHERE {step0} GROUP BY distinct_id"""
         later_rows = f"""SELECT distinct_id, {later} FROM (SELECT distinct_id, event, toUnixTimestamp64Milli(time) AS ms
                          FROM events WHERE {scan} AND event IN ({names_later})) GROUP BY distinct_id"""
-        query = f"""SELECT *, arrayMap(t -> toDate(fromUnixTimestamp64Milli(t, '{TZ}')), e0) AS k0,
-                arrayPopBack(arrayPushFront(k0, toDate('1970-01-01'))) AS kp,
-                arrayFilter((t, k, q) -> k != q, e0, k0, kp) AS x0, arrayFilter((k, q) -> k != q, k0, kp) AS b0,
-                x0 AS xp0, arrayFilter((g, k, q) -> k != q, arraySort((g, m, i) -> (m, i), ag, am, ai), k0, kp) AS g0
-            FROM (SELECT * FROM ({later_rows}) AS r RIGHT JOIN ({step0_rows}) AS f USING distinct_id)"""
+        per_user = f"SELECT * FROM ({later_rows}) AS r RIGHT JOIN ({step0_rows}) AS f USING distinct_id"
+        g0 = ", arrayFilter((g, k, q) -> k != q, arraySort((g, m, i) -> (m, i), ag, am, ai), k0, kp) AS g0"
     else:
         names = ", ".join(f"'{s}'" for s in steps)
         e0 = f"arraySort(groupArrayIf(ms, event = '{steps[0]}' AND ms >= {S_MS} AND ms < {E_MS}))"
         rows = "SELECT distinct_id, event, toUnixTimestamp64Milli(time) AS ms FROM events "
         rows += f"WHERE {scan} AND event IN ({names})"
-        query = f"""SELECT *, arrayMap(t -> toDate(fromUnixTimestamp64Milli(t, '{TZ}')), e0) AS k0,
-                arrayPopBack(arrayPushFront(k0, toDate('1970-01-01'))) AS kp,
-                arrayFilter((t, k, q) -> k != q, e0, k0, kp) AS x0, arrayFilter((k, q) -> k != q, k0, kp) AS b0,
-                x0 AS xp0
-            FROM (SELECT distinct_id, {e0} AS e0, {later} FROM ({rows}) GROUP BY distinct_id HAVING notEmpty(e0))"""
+        per_user = f"SELECT distinct_id, {e0} AS e0, {later} FROM ({rows}) GROUP BY distinct_id HAVING notEmpty(e0)"
+        g0 = ""
+    query = f"""SELECT *, arrayMap(t -> toDate(fromUnixTimestamp64Milli(t, '{TZ}')), e0) AS k0,
+            arrayPopBack(arrayPushFront(k0, toDate('1970-01-01'))) AS kp,
+            arrayFilter((t, k, q) -> k != q, e0, k0, kp) AS x0, arrayFilter((k, q) -> k != q, k0, kp) AS b0,
+            x0 AS xp0{g0}
+        FROM ({per_user})"""
     outs = ["arrayMap((b, g) -> (b, 0, 0, 0, g), b0, g0)" if on else "arrayMap(b -> (b, 0, 0, 0), b0)"]
     for k in range(1, n):
         step = [

@@ -40,18 +40,23 @@ from footfall.shared.sql import Params, Sql, join, number, sql
 __all__ = ["build_disjoint"]
 
 
+def _later_steps(req: FunnelsRequest, p: Params) -> tuple[list[Sql], list[Sql]]:
+    """Each later step k: the row's condition `c{k}`, and the user's sorted times `s{k}`."""
+    later = range(1, len(req.funnel.steps))
+    conditions = [sql("{} AS {}", step_condition(req, k, p), alias("c", k)) for k in later]
+    arrays = [sql("arraySort(groupArrayIf(ms, {})) AS {}", alias("c", k), alias("s", k)) for k in later]
+    return conditions, arrays
+
+
 def _per_user(req: FunnelsRequest, p: Params) -> Sql:
     """Per user: `e0` (the range's step-0 times, sorted) and `s1`… (each later step's sorted times)."""
     sc = funnel_scan(req, p)
-    n = len(req.funnel.steps)
+    later_conditions, later_arrays = _later_steps(req, p)
     conditions = [
         sql("({} AND ms >= {} AND ms < {}) AS c0", step_condition(req, 0, p), sc.start_ms, sc.end_ms),
-        *(sql("{} AS {}", step_condition(req, k, p), alias("c", k)) for k in range(1, n)),
+        *later_conditions,
     ]
-    arrays = [
-        sql("arraySort(groupArrayIf(ms, c0)) AS e0"),
-        *(sql("arraySort(groupArrayIf(ms, {})) AS {}", alias("c", k), alias("s", k)) for k in range(1, n)),
-    ]
+    arrays = [sql("arraySort(groupArrayIf(ms, c0)) AS e0"), *later_arrays]
     return sql(
         "SELECT distinct_id, {} FROM (SELECT distinct_id, toUnixTimestamp64Milli(time) AS ms, {} FROM {}) "
         "GROUP BY distinct_id HAVING notEmpty(e0)",
@@ -83,9 +88,7 @@ def _per_user_segmented(req: FunnelsRequest, p: Params) -> Sql:
     sc = funnel_scan(req, p)
     if sc.on_keys is None:
         raise AssertionError("invariant: sc.on_keys is not None")
-    n = len(req.funnel.steps)
     later_names = sorted({name for step in req.funnel.steps[1:] for name in step.names})
-    later = [sql("arraySort(groupArrayIf(ms, step = {})) AS {}", number(k), alias("s", k)) for k in range(1, n)]
     keys = sql("arrayMap(x -> assumeNotNull(x), {})", sc.on_keys)
     step0_scan = events_scan(
         sc.entries,
@@ -105,24 +108,19 @@ def _per_user_segmented(req: FunnelsRequest, p: Params) -> Sql:
         keys,
         step0_scan,
     )
-    if n == 1:
-        per_user = entries
-    else:
-        step_of = sql(
-            "multiIf({}, toUInt8(255))",
-            join(", ", [sql("{}, toUInt8({})", step_condition(req, k, p), number(k)) for k in range(1, n)]),
-        )
-        rest = sql(
-            "SELECT distinct_id, {} FROM (SELECT distinct_id, toUnixTimestamp64Milli(time) AS ms, {} AS step FROM {}) "
-            "GROUP BY distinct_id",
-            join(", ", later),
-            step_of,
-            events_scan(sc.scanned, sc.final, event_filter(later_names, p), sc.where, p),
-        )
-        # Every user with a step-0 event; one without later events gets empty `s1`… (the
-        # join's default for an unmatched row).
-        per_user = sql("SELECT * FROM ({}) AS r RIGHT JOIN ({}) AS f USING distinct_id", rest, entries)
-    return per_user
+    if not later_names:
+        return entries
+    conditions, arrays = _later_steps(req, p)
+    rest = sql(
+        "SELECT distinct_id, {} FROM (SELECT distinct_id, toUnixTimestamp64Milli(time) AS ms, {} FROM {}) "
+        "GROUP BY distinct_id",
+        join(", ", arrays),
+        join(", ", conditions),
+        events_scan(sc.scanned, sc.final, event_filter(later_names, p), sc.where, p),
+    )
+    # Every user with a step-0 event; one without later events gets empty `s1`… (the join's
+    # default for an unmatched row).
+    return sql("SELECT * FROM ({}) AS r RIGHT JOIN ({}) AS f USING distinct_id", rest, entries)
 
 
 def _step(k: int, window: Sql, grace: Sql, with_segments: bool) -> list[Sql]:
