@@ -77,7 +77,8 @@ def _funnel_sql(steps: list[str], on: bool) -> str:
     """Hand-written: per user the entries (first step-0 time per local day) and each later
     step's times, sorted; each next step = the first step-k time >= previous - 2 s (merged by
     one sort of 2t / 2t+1 codes), kept when <= entry + 1 day. With `on`, the step-0 events and
-    the later steps' are grouped per user apart and joined (ties in time by insert_id)."""
+    the later steps' are grouped per user apart and joined (ties in time by insert_id). Users are
+    grouped by the stored 128-bit `user_key`, as ours are."""
     n = len(steps)
     later = ", ".join(f"arraySort(groupArrayIf(ms, event = '{s}')) AS s{k}" for k, s in enumerate(steps) if k)
     scan = f"""project_id = 1 AND time >= toDateTime64('{START}', 3, 'UTC') - toIntervalMillisecond({2000 * (n - 1)})
@@ -86,20 +87,20 @@ def _funnel_sql(steps: list[str], on: bool) -> str:
                 AND time < toDateTime64('{END}', 3, 'UTC')"""
     if on:
         names_later = ", ".join(f"'{s}'" for s in steps[1:])
-        step0_rows = f"""SELECT distinct_id, groupArray(toUnixTimestamp64Milli(time)) AS am,
+        step0_rows = f"""SELECT user_key, groupArray(toUnixTimestamp64Milli(time)) AS am,
                                 groupArray(insert_id) AS ai, groupArray(JSONExtractString(properties, 'plan')) AS ag,
                                 arraySort(am) AS e0
-                         FROM events WHERE {step0} GROUP BY distinct_id"""
-        later_rows = f"""SELECT distinct_id, {later} FROM (SELECT distinct_id, event, toUnixTimestamp64Milli(time) AS ms
-                         FROM events WHERE {scan} AND event IN ({names_later})) GROUP BY distinct_id"""
-        per_user = f"SELECT * FROM ({later_rows}) AS r RIGHT JOIN ({step0_rows}) AS f USING distinct_id"
+                         FROM events WHERE {step0} GROUP BY user_key"""
+        later_rows = f"""SELECT user_key, {later} FROM (SELECT user_key, event, toUnixTimestamp64Milli(time) AS ms
+                         FROM events WHERE {scan} AND event IN ({names_later})) GROUP BY user_key"""
+        per_user = f"SELECT * FROM ({later_rows}) AS r RIGHT JOIN ({step0_rows}) AS f USING user_key"
         g0 = ", arrayFilter((g, k, q) -> k != q, arraySort((g, m, i) -> (m, i), ag, am, ai), k0, kp) AS g0"
     else:
         names = ", ".join(f"'{s}'" for s in steps)
         e0 = f"arraySort(groupArrayIf(ms, event = '{steps[0]}' AND ms >= {S_MS} AND ms < {E_MS}))"
-        rows = "SELECT distinct_id, event, toUnixTimestamp64Milli(time) AS ms FROM events "
+        rows = "SELECT user_key, event, toUnixTimestamp64Milli(time) AS ms FROM events "
         rows += f"WHERE {scan} AND event IN ({names})"
-        per_user = f"SELECT distinct_id, {e0} AS e0, {later} FROM ({rows}) GROUP BY distinct_id HAVING notEmpty(e0)"
+        per_user = f"SELECT user_key, {e0} AS e0, {later} FROM ({rows}) GROUP BY user_key HAVING notEmpty(e0)"
         g0 = ""
     query = f"""SELECT *, arrayMap(t -> toDate(fromUnixTimestamp64Milli(t, '{TZ}')), e0) AS k0,
             arrayPopBack(arrayPushFront(k0, toDate('1970-01-01'))) AS kp,

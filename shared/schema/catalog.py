@@ -29,6 +29,7 @@ __all__ = [
     "ID_COUNTERS",
     "KNOWN_IDS",
     "MIGRATION_JOBS",
+    "NO_USER_KEY",
     "PROFILES",
     "PROFILE_HEADS",
     "PROFILE_UPDATES",
@@ -41,6 +42,8 @@ __all__ = [
     "SERVICE_ACCOUNT_PROJECTS",
     "SERVICE_ACCOUNT_USAGE",
     "TABLES",
+    "USER_KEY",
+    "USER_KEY_EXPRESSION",
     "Column",
     "Table",
 ]
@@ -130,6 +133,17 @@ EVENTS = Table(
     order_by="(project_id, toDate(time), event, distinct_id, time, insert_id)",
     time_column="time",
 )
+
+# The user key of an event (m0016): a 128-bit SipHash of its distinct_id, a MATERIALIZED column
+# of events outside the list above (like the hot columns: the warehouse computes it on insert,
+# it is never inserted and not in `SELECT *`). The per-user reports group and join by it: a
+# fixed-width number instead of a string both to read and to hash. Two ids share a key with
+# probability ~2^-128 per pair. `sipHash128Reference` is the standard SipHash-2-4-128 (the
+# engine keeps its output stable across versions, unlike the older `sipHash128`), so keys
+# stored by one version match those another computes.
+USER_KEY = "user_key"
+USER_KEY_EXPRESSION = "reinterpretAsUInt128(sipHash128Reference(distinct_id))"
+NO_USER_KEY = "reinterpretAsUInt128(sipHash128Reference(''))"  # the key of '' (never a user)
 
 # Exact per-quarter-hour distinct sets of events and users (m0003).
 EVENT_COUNTS_15M = Table(

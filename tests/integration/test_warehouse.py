@@ -20,7 +20,9 @@ from footfall.shared.events import Event
 from footfall.shared.events.model import event_dedup_key
 from footfall.shared.metadata import MetadataError, MetadataRepository
 from footfall.shared.schema import apply_migrations
+from footfall.shared.schema.catalog import NO_USER_KEY
 from footfall.shared.schema.migrate import discover
+from footfall.shared.schema.migrations.m0016_user_key import STATEMENTS as M0016
 from footfall.shared.streams import EVENTS
 from footfall.shared.warehouse import ClickHouseWarehouse
 from footfall.shared.warehouse.dsn import Dsn, DsnError, parse_dsn
@@ -129,6 +131,35 @@ def test_events_table_shape(clean_warehouse: ClickHouseWarehouse) -> None:
                                                    "AND database = currentDatabase()")}  # fmt: skip
     assert set(EVENTS.table.column_names) <= columns
     assert {"city", "region", "country_code", "ingested_at"} <= columns
+
+
+def test_user_key_is_stable_stored_on_insert_and_computed_for_older_parts(clean_warehouse: ClickHouseWarehouse) -> None:
+    """The per-user reports group by `user_key`: every part must hold the same key for an id,
+    whether it was written with the column, before it (computed when read), or by the
+    migration's background pass; and the keys are pinned, so an engine upgrade that changed
+    the hash would fail here instead of splitting users between old and new parts."""
+    wh = clean_warehouse
+    wh.command("ALTER TABLE events DROP COLUMN user_key SETTINGS mutations_sync = 2")  # a store before m0016
+    try:
+        store_batch(EVENTS, wh, Enricher(None), [ev(0, distinct_id="u1"), ev(1, distinct_id="")], NOW_MS)
+        wh.command(M0016[0])  # the column only: the old part computes it when read
+        store_batch(EVENTS, wh, Enricher(None), [ev(2, distinct_id="u1"), ev(3, distinct_id="ключ")], NOW_MS)
+        pinned = {
+            "": 0xF4F2CED447AB02427DE0A38047D74950,
+            "u1": 0x15DCC3FB3C61B01B5703B5E4CB72BD88,
+            "ключ": 0xE48DC9122E9DD5602E7CC9B987E23BED,
+        }
+        query = "SELECT insert_id, distinct_id, user_key FROM events ORDER BY insert_id"
+        expected = [(f"ins-{n}", d, pinned[d]) for n, d in enumerate(["u1", "", "u1", "ключ"])]
+        assert wh.query(query) == expected
+        assert wh.query(f"SELECT {NO_USER_KEY}") == [(pinned[""],)]
+        wh.command("ALTER TABLE events MATERIALIZE COLUMN user_key SETTINGS mutations_sync = 2")
+        assert wh.query(query) == expected
+        parts = "FROM system.parts_columns WHERE database = currentDatabase() AND table = 'events' AND active"
+        assert wh.query(f"SELECT uniqExact(name), uniqExactIf(name, column = 'user_key') {parts}") == [(2, 2)]
+    finally:
+        for statement in M0016:  # the session store as the migrations left it
+            wh.command(statement)
 
 
 # -- bound parameters --------------------------------------------------------------------------

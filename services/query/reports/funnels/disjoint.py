@@ -27,6 +27,7 @@ from __future__ import annotations
 from footfall.services.query.reports._common import bucket_date_of_ms, event_filter
 from footfall.services.query.reports.funnels._common import (
     GRACE_MS,
+    USER,
     Query,
     aggregate,
     alias,
@@ -58,9 +59,10 @@ def _per_user(req: FunnelsRequest, p: Params) -> Sql:
     ]
     arrays = [sql("arraySort(groupArrayIf(ms, c0)) AS e0"), *later_arrays]
     return sql(
-        "SELECT distinct_id, {} FROM (SELECT distinct_id, toUnixTimestamp64Milli(time) AS ms, {} FROM {}) "
-        "GROUP BY distinct_id HAVING notEmpty(e0)",
+        "SELECT u, {} FROM (SELECT {} AS u, toUnixTimestamp64Milli(time) AS ms, {} FROM {}) "
+        "GROUP BY u HAVING notEmpty(e0)",
         join(", ", arrays),
+        USER,
         join(", ", conditions),
         events_scan(sc.scanned, sc.final, sc.names, sc.where, p),
     )
@@ -99,11 +101,12 @@ def _per_user_segmented(req: FunnelsRequest, p: Params) -> Sql:
     )
     ranked_names = p.add(sorted(req.funnel.steps[0].names), "Array(String)")
     entries = sql(
-        "SELECT distinct_id, groupArray(toUnixTimestamp64Milli(time)) AS a_ms, "
+        "SELECT {} AS u, groupArray(toUnixTimestamp64Milli(time)) AS a_ms, "
         "groupArray(toUInt32(indexOf({}, event))) AS a_name, "
         "groupArray(concat(insert_id, '\\0', "
         "reverse(reinterpretAsFixedString(bitNot(toUInt64(toUnixTimestamp64Milli(ingested_at))))))) AS a_ih, "
-        "groupArray({}) AS a_g, arraySort(a_ms) AS e0 FROM {} GROUP BY distinct_id",
+        "groupArray({}) AS a_g, arraySort(a_ms) AS e0 FROM {} GROUP BY u",
+        USER,
         ranked_names,
         keys,
         step0_scan,
@@ -112,15 +115,15 @@ def _per_user_segmented(req: FunnelsRequest, p: Params) -> Sql:
         return entries
     conditions, arrays = _later_steps(req, p)
     rest = sql(
-        "SELECT distinct_id, {} FROM (SELECT distinct_id, toUnixTimestamp64Milli(time) AS ms, {} FROM {}) "
-        "GROUP BY distinct_id",
+        "SELECT u, {} FROM (SELECT {} AS u, toUnixTimestamp64Milli(time) AS ms, {} FROM {}) GROUP BY u",
         join(", ", arrays),
+        USER,
         join(", ", conditions),
         events_scan(sc.scanned, sc.final, event_filter(later_names, p), sc.where, p),
     )
     # Every user with a step-0 event; one without later events gets empty `s1`… (the join's
     # default for an unmatched row).
-    return sql("SELECT * FROM ({}) AS r RIGHT JOIN ({}) AS f USING distinct_id", rest, entries)
+    return sql("SELECT * FROM ({}) AS r RIGHT JOIN ({}) AS f USING u", rest, entries)
 
 
 def _step(k: int, window: Sql, grace: Sql, with_segments: bool) -> list[Sql]:

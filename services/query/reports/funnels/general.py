@@ -15,6 +15,7 @@ from __future__ import annotations
 from footfall.services.query.reports._common import bucket_date_of_ms
 from footfall.services.query.reports.funnels._common import (
     GRACE_MS,
+    USER,
     Query,
     aggregate,
     events_scan,
@@ -65,10 +66,11 @@ def build_general(req: FunnelsRequest) -> Query:
             "arrayPushFront(arrayPopBack(c), c[1]), arrayEnumerate(c)), bs, chains)) AS out"
         )
     events = sql(
-        "SELECT distinct_id, arraySort(groupArray((toUnixTimestamp64Milli(time), event, insert_id, mask{}))) AS ev "
-        "FROM (SELECT time, event, insert_id, distinct_id, {} AS mask{} FROM {}) "
-        "WHERE mask != 0 GROUP BY distinct_id",
+        "SELECT u, arraySort(groupArray((toUnixTimestamp64Milli(time), event, insert_id, mask{}))) AS ev "
+        "FROM (SELECT time, event, insert_id, {} AS u, {} AS mask{} FROM {}) "
+        "WHERE mask != 0 GROUP BY u",
         seg_item,
+        USER,
         mask,
         seg_row,
         events_scan(sc.scanned, True, sc.names, sc.where, p),
