@@ -75,8 +75,8 @@ FUNNELS = {
 
 def _funnel_sql(steps: list[str], on: bool) -> str:
     """Hand-written: per user the entries (first step-0 time per local day) and each later
-    step's times, sorted; each next step = the first step-k time >= previous - 2 s (merged by
-    one sort of 2t / 2t+1 codes), kept when <= entry + 1 day. With `on`, the step-0 events and
+    step's times, sorted; then per attempt (entry) each next step = the first step-k time >=
+    previous - 2 s, kept when <= entry + 1 day, counted per day with -If aggregates. With `on`, the step-0 events and
     the later steps' are grouped per user apart and joined (ties in time by insert_id). Users are
     grouped by the stored 128-bit `user_key`, as ours are."""
     n = len(steps)
@@ -102,38 +102,31 @@ def _funnel_sql(steps: list[str], on: bool) -> str:
         rows += f"WHERE {scan} AND event IN ({names})"
         per_user = f"SELECT user_key, {e0} AS e0, {later} FROM ({rows}) GROUP BY user_key HAVING notEmpty(e0)"
         g0 = ""
-    query = f"""SELECT *, arrayMap(t -> toDate(fromUnixTimestamp64Milli(t, '{TZ}')), e0) AS k0,
+    query = f"""SELECT b, t0, {", ".join([f"s{k}" for k in range(1, n)] + (["g"] if on else []))} FROM (
+            SELECT *, arrayMap(t -> toDate(fromUnixTimestamp64Milli(t, '{TZ}')), e0) AS k0,
             arrayPopBack(arrayPushFront(k0, toDate('1970-01-01'))) AS kp,
-            arrayFilter((t, k, q) -> k != q, e0, k0, kp) AS x0, arrayFilter((k, q) -> k != q, k0, kp) AS b0,
-            x0 AS xp0{g0}
-        FROM ({per_user})"""
-    outs = ["arrayMap((b, g) -> (b, 0, 0, 0, g), b0, g0)" if on else "arrayMap(b -> (b, 0, 0, 0), b0)"]
-    for k in range(1, n):
-        step = [
-            f"arraySort(arrayConcat(arrayMap(x -> (x - 2000) * 2, xp{k - 1}), arrayMap(s -> s * 2 + 1, s{k}))) AS m{k}",
-            f"arrayMap(v -> if(v % 2 = 1, intDiv(v, 2), -1), arrayFilter((v, x) -> x % 2 = 0, "
-            f"arrayReverseFill(x -> x % 2 = 1, m{k}), m{k})) AS f{k}",
-            f"arrayMap((v, s) -> v >= 0 AND v <= s + {DAY_MS}, f{k}, x{k - 1}) AS ok{k}",
-            f"arrayFilter((v, o) -> o, b{k - 1}, ok{k}) AS b{k}",
-            f"arrayFilter((v, o) -> o, x{k - 1}, ok{k}) AS x{k}",
-            f"arrayFilter((v, o) -> o, xp{k - 1}, ok{k}) AS pp{k}",
-            f"arrayFilter((v, o) -> o, f{k}, ok{k}) AS xp{k}",
-        ]
-        if on:
-            step.append(f"arrayFilter((v, o) -> o, g{k - 1}, ok{k}) AS g{k}")
-            outs.append(
-                f"arrayMap((b, s, q, x, g) -> (b, {k}, greatest(0, x - q), greatest(0, x - s), g), "
-                f"b{k}, x{k}, pp{k}, xp{k}, g{k})"
-            )
-        else:
-            outs.append(
-                f"arrayMap((b, s, q, x) -> (b, {k}, greatest(0, x - q), greatest(0, x - s)), b{k}, x{k}, pp{k}, xp{k})"
-            )
-        query = f"SELECT *, {', '.join(step)} FROM ({query})"
-    attempts = f"SELECT arrayJoin(arrayConcat({', '.join(outs)})) AS o FROM ({query})"
-    segment = "arrayJoin([toNullable(o.5), NULL])" if on else "NULL"
-    return f"""SELECT o.1 AS day, {segment} AS segment, o.2 AS step, count(), sum(o.3), sum(o.4)
-        FROM ({attempts}) GROUP BY day, segment, step"""
+            arrayFilter((t, k, q) -> k != q, e0, k0, kp) AS x0, arrayFilter((k, q) -> k != q, k0, kp) AS b0{g0}
+        FROM ({per_user})) ARRAY JOIN x0 AS t0, b0 AS b{", g0 AS g" if on else ""}"""
+
+    def reached(k: int) -> list[str]:  # step k's time and whether the attempt got there
+        return [f"s{k}[i{k}] AS t{k}", f"i{k} > 0 AND t{k} <= t0 + {DAY_MS} AS r{k}"]
+
+    for k in range(1, n):  # one attempt per row: step k = the first s{k} >= t(k-1) - 2 s, if step k-1 was reached
+        search = f"arrayFirstIndex(x -> x >= t{k - 1} - 2000, s{k})"
+        cols = [f"{search} AS i1"] if k == 1 else [*reached(k - 1), f"if(r{k - 1}, {search}, 0) AS i{k}"]
+        query = f"SELECT *, {', '.join(cols)} FROM ({query})"
+    if n > 1:
+        query = f"SELECT *, {', '.join(reached(n - 1))} FROM ({query})"
+    sums = "".join(
+        f", countIf(r{k}) AS n{k}, sumIf(greatest(0, t{k} - t{k - 1}), r{k}) AS d{k}, "
+        f"sumIf(greatest(0, t{k} - t0), r{k}) AS e{k}"
+        for k in range(1, n)
+    )
+    per_step = ", ".join(["(0, n0, toInt64(0), toInt64(0))"] + [f"({k}, n{k}, d{k}, e{k})" for k in range(1, n)])
+    segment = "arrayJoin(arrayPushFront([toNullable(g)], NULL))" if on else "NULL"
+    return f"""SELECT day, segment, z.1 AS step, z.2, z.3, z.4 FROM (
+        SELECT b AS day, {segment} AS segment, count() AS n0{sums} FROM ({query}) GROUP BY day, segment)
+        ARRAY JOIN [{per_step}] AS z WHERE z.2 > 0"""
 
 
 def _window_funnel_sql(steps: list[str]) -> str:

@@ -22,6 +22,7 @@ __all__ = [
     "alias",
     "events_scan",
     "funnel_scan",
+    "ranked",
     "step_condition",
 ]
 
@@ -109,24 +110,31 @@ def alias(prefix: LiteralString, k: int) -> Sql:
 
 
 def aggregate(req: FunnelsRequest, per_user: Sql, p: Params) -> Query:
-    """Rows of `COLUMNS` from a per-user query with the `out` column (see the module docstring)."""
+    """Rows of `COLUMNS` from a per-user query with the `out` column (`general.py`; see `query.py`)."""
     if req.on is None:
         grouped = sql(
             "SELECT o.1 AS bucket, CAST(NULL, 'Nullable(String)') AS segment, o.2 AS step, count() AS attempts, "
-            "sum(o.3) AS step_ms, sum(o.4) AS start_ms FROM ({}) ARRAY JOIN out AS o "
-            "GROUP BY bucket, step ORDER BY bucket, step",
+            "sum(o.3) AS step_ms, sum(o.4) AS start_ms FROM ({}) ARRAY JOIN out AS o GROUP BY bucket, step",
             per_user,
         )
-        return Query(grouped, p)
-    grouped = sql(
-        "SELECT o.1 AS bucket, segment, o.2 AS step, count() AS attempts, sum(o.3) AS step_ms, sum(o.4) AS start_ms "
-        "FROM ({}) ARRAY JOIN out AS o ARRAY JOIN arrayPushFront(o.5, NULL) AS segment "
-        "GROUP BY bucket, segment, step",
-        per_user,
-    )
-    entries = segment_weight(grouped, sql("sum(if(step = 0, attempts, 0))"))
-    ranked = sql(
+    else:
+        grouped = sql(
+            "SELECT o.1 AS bucket, segment, o.2 AS step, count() AS attempts, sum(o.3) AS step_ms, "
+            "sum(o.4) AS start_ms FROM ({}) ARRAY JOIN out AS o ARRAY JOIN arrayPushFront(o.5, NULL) AS segment "
+            "GROUP BY bucket, segment, step",
+            per_user,
+        )
+    return ranked(req, grouped, p)
+
+
+def ranked(req: FunnelsRequest, counted: Sql, p: Params) -> Query:
+    """The query of `counted` (rows of `COLUMNS`) in order, with `on` cut to `$overall` and
+    the top `limit` segments by entries over the whole range."""
+    if req.on is None:
+        return Query(sql("SELECT * FROM ({}) ORDER BY bucket, step", counted), p)
+    entries = segment_weight(counted, sql("sum(if(step = 0, attempts, 0))"))
+    top = sql(
         "SELECT bucket, segment, step, attempts, step_ms, start_ms FROM ({}) ORDER BY bucket, segment, step",
         top_segments(entries, req.limit, p),
     )
-    return Query(ranked, p)
+    return Query(top, p)

@@ -17,17 +17,18 @@ user, with two variants:
 
 * `disjoint.build_disjoint` when no event name belongs to two steps (the usual funnel):
   then an event can only ever serve one step, "not yet used" is automatic, and each step
-  is a lower-bound search of every attempt's previous time in the user's sorted step-k
-  times — done for all attempts at once by sorting the two together (numeric arrays only);
+  is a lower-bound search of the attempt's previous time in the user's sorted step-k
+  times, one attempt per row;
 * `general.build_general` otherwise (e.g. `View Item` -> `View Item`): the user's events as
   sorted arrays and, per entry, an `arrayFold` over the steps that picks the first unused
-  event with `arrayFirstIndex`.
+  event with `arrayFirstIndex`, ending in a per-user column `out` of one tuple per
+  (attempt, step reached).
 
-Both end in the same per-user column `out`: one tuple per (attempt, step reached) of
-(bucket, step, ms since the previous step, ms since step 0[, the entry's segment keys]),
-aggregated here into rows of `COLUMNS`. With `on`, every attempt counts in `$overall`
-(the NULL segment) and in each of its entry event's keys; the top `limit` keys by number
-of entries over the whole range are kept by a window function, so the result stays small.
+Both count, per bucket and step, the attempts that reached the step and their summed ms
+since the previous step and since step 0, into rows of `COLUMNS`. With `on`, every attempt
+counts in `$overall` (the NULL segment) and in each of its entry event's keys; the top
+`limit` keys by number of entries over the whole range are kept by a window function, so
+the result stays small.
 
 Duplicates: without `where`, selectors and `on` a funnel reads only event names and times,
 which duplicates share, so it reads the table without FINAL. `on` without `where` and
