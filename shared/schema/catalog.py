@@ -142,8 +142,9 @@ EVENTS = Table(
 # engine keeps its output stable across versions, unlike the older `sipHash128`), so keys
 # stored by one version match those another computes.
 USER_KEY = "user_key"
-USER_KEY_EXPRESSION = "reinterpretAsUInt128(sipHash128Reference(distinct_id))"
-NO_USER_KEY = "reinterpretAsUInt128(sipHash128Reference(''))"  # the key of '' (never a user)
+_USER_KEY_OF = "reinterpretAsUInt128(sipHash128Reference({}))"
+USER_KEY_EXPRESSION = _USER_KEY_OF.format("distinct_id")
+NO_USER_KEY = _USER_KEY_OF.format("''")  # the key of '' (never a user)
 
 # Exact per-quarter-hour distinct sets of events and users (m0003).
 EVENT_COUNTS_15M = Table(

@@ -61,13 +61,18 @@ def _per_user(req: FunnelsRequest, p: Params) -> Sql:
         *later_conditions,
     ]
     arrays = [sql("arraySort(groupArrayIf(ms, c0)) AS e0"), *later_arrays]
+    scan = events_scan(sc.scanned, sc.final, sc.names, sc.where, p)
+    return sql("{} HAVING notEmpty(e0)", _times_per_user(arrays, conditions, scan))
+
+
+def _times_per_user(arrays: list[Sql], conditions: list[Sql], scan: Sql) -> Sql:
+    """`scan`'s rows grouped per user (`u`) into `arrays` over the row's time `ms` and `conditions`."""
     return sql(
-        "SELECT u, {} FROM (SELECT {} AS u, toUnixTimestamp64Milli(time) AS ms, {} FROM {}) "
-        "GROUP BY u HAVING notEmpty(e0)",
+        "SELECT u, {} FROM (SELECT {} AS u, toUnixTimestamp64Milli(time) AS ms, {} FROM {}) GROUP BY u",
         join(", ", arrays),
         USER,
         join(", ", conditions),
-        events_scan(sc.scanned, sc.final, sc.names, sc.where, p),
+        scan,
     )
 
 
@@ -115,12 +120,8 @@ def _per_user_segmented(req: FunnelsRequest, p: Params) -> Sql:
     if not later_names:
         return entries
     conditions, arrays = _later_steps(req, p)
-    rest = sql(
-        "SELECT u, {} FROM (SELECT {} AS u, toUnixTimestamp64Milli(time) AS ms, {} FROM {}) GROUP BY u",
-        join(", ", arrays),
-        USER,
-        join(", ", conditions),
-        events_scan(sc.scanned, sc.final, event_filter(later_names, p), sc.where, p),
+    rest = _times_per_user(
+        arrays, conditions, events_scan(sc.scanned, sc.final, event_filter(later_names, p), sc.where, p)
     )
     # Every user with a step-0 event; one without later events gets empty `s1`… (the join's
     # default for an unmatched row).
@@ -170,7 +171,7 @@ def _steps(n: int, window: Sql, grace: Sql, rows: Sql) -> Sql:
     return rows
 
 
-def _counted(req: FunnelsRequest, attempts: Sql, p: Params) -> Sql:
+def _counted(req: FunnelsRequest, attempts: Sql) -> Sql:
     """Rows of `COLUMNS` before the ranking: per bucket (and segment) the attempts reaching
     each step and their summed durations, as one row per step that some attempt reached."""
     n = len(req.funnel.steps)
@@ -239,4 +240,4 @@ def build_disjoint(req: FunnelsRequest) -> Query:
     rows = _attempts(req, _entries(req, p))
     window, grace = p.add(req.window_ms, "Int64"), p.add(GRACE_MS, "Int64")
     rows = _steps(len(req.funnel.steps), window, grace, rows)
-    return ranked(req, _counted(req, rows, p), p)
+    return ranked(req, _counted(req, rows), p)
