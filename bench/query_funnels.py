@@ -123,9 +123,12 @@ def _funnel_sql(steps: list[str], on: bool) -> str:
         for k in range(1, n)
     )
     per_step = ", ".join(["(0, n0, toInt64(0), toInt64(0))"] + [f"({k}, n{k}, d{k}, e{k})" for k in range(1, n)])
-    segment = "arrayJoin(arrayPushFront([toNullable(g)], NULL))" if on else "NULL"
-    return f"""SELECT day, segment, z.1 AS step, z.2, z.3, z.4 FROM (
-        SELECT b AS day, {segment} AS segment, count() AS n0{sums} FROM ({query}) GROUP BY day, segment)
+    grouped = f"SELECT b AS day, NULL AS segment, count() AS n0{sums} FROM ({query}) GROUP BY day"
+    if on:  # counted per day and key, then each key's counts added to $overall (NULL) and to the key
+        totals = ", ".join(f"sum({m}) AS {m}" for m in ["n0", *[f"{m}{k}" for k in range(1, n) for m in "nde"]])
+        grouped = f"""SELECT day, segment, {totals} FROM (SELECT b AS day, g, count() AS n0{sums} FROM ({query})
+            GROUP BY day, g) ARRAY JOIN [NULL, toNullable(g)] AS segment GROUP BY day, segment"""
+    return f"""SELECT day, segment, z.1 AS step, z.2, z.3, z.4 FROM ({grouped})
         ARRAY JOIN [{per_step}] AS z WHERE z.2 > 0"""
 
 

@@ -50,7 +50,7 @@ class FunnelScan:
     names: Sql  # UInt8: the row is an event of some step (`event IN …`, so the primary key prunes)
     where: Sql  # UInt8
     final: bool  # read with FINAL: properties are read by where/selectors
-    on_keys: Sql | None  # Array(Nullable(String)) of a row, without NULLs and repeats
+    on_keys: Sql | None  # Array(String) of a row, without repeats
 
 
 def _ms(value: datetime) -> int:
