@@ -20,8 +20,9 @@ counted from the first step-0 event of each day, entries per day, rolling retent
 buckets, the anchor excluded from returns). No shorter formulation with ClickHouse's own
 functions gives these numbers (`windowFunnel` restarts from any step-0 event and has no
 grace; `retention()` is calendar-based), so they are the best formulations found by hand:
-per-user numeric arrays and sort-merged lower bounds for funnels, per-user bucket sets for
-retention. `windowFunnel` is timed too, for reference only (different numbers).
+per-user sorted time arrays searched per attempt (the first time at or after the previous
+step's) for funnels, per-user bucket sets for retention, users grouped by the stored
+`user_key` as ours are. `windowFunnel` is timed too, for reference only (different numbers).
 Result: bench/results/query_funnels.json (`--events`: suffixed by size).
 
 `--hot +plan,price` makes `plan` a hot property column (FOOTFALL_HOT_PROPERTIES), so `on`
@@ -145,38 +146,38 @@ SELECT cohort, i, count() FROM (
            arrayJoin(arrayPushFront(arrayDistinct(arrayFilter(i -> i >= 0 AND i <= 14,
                arrayMap((t, iid) -> if(t < b.1 OR (t = b.1 AND iid = b.2), -1, intDiv(t - b.1, {DAY_MS})),
                         r.1, r.2))), -1)) AS i
-    FROM (SELECT distinct_id, min((toUnixTimestamp64Milli(time), insert_id)) AS b FROM events
-          WHERE project_id = 1 AND event = 'event_00' AND time < toDateTime64('{END}', 3, 'UTC') GROUP BY distinct_id
+    FROM (SELECT user_key, min((toUnixTimestamp64Milli(time), insert_id)) AS b FROM events
+          WHERE project_id = 1 AND event = 'event_00' AND time < toDateTime64('{END}', 3, 'UTC') GROUP BY user_key
           HAVING b.1 >= {S_MS}) AS births
-    LEFT JOIN (SELECT distinct_id, (groupArray(toUnixTimestamp64Milli(time)), groupArray(insert_id)) AS r FROM events
+    LEFT JOIN (SELECT user_key, (groupArray(toUnixTimestamp64Milli(time)), groupArray(insert_id)) AS r FROM events
           WHERE project_id = 1 AND event = 'event_01' AND time >= toDateTime64('{START}', 3, 'UTC')
-            AND time < toDateTime64('{END}', 3, 'UTC') + toIntervalDay(15) GROUP BY distinct_id) AS ret
-    USING distinct_id
+            AND time < toDateTime64('{END}', 3, 'UTC') + toIntervalDay(15) GROUP BY user_key) AS ret
+    USING user_key
 ) GROUP BY cohort, i"""
 
 COMPOUNDED_SQL = f"""
 SELECT cohort, i, count() FROM (
-    SELECT distinct_id, toDate(fromUnixTimestamp64Milli(a.1, '{TZ}')) AS cohort,
+    SELECT user_key, toDate(fromUnixTimestamp64Milli(a.1, '{TZ}')) AS cohort,
            arrayJoin(arrayPushFront(arrayDistinct(arrayFilter(i -> i >= 0 AND i <= 14,
                arrayMap((t, iid) -> if(t < a.1 OR (t = a.1 AND iid = a.2), -1, intDiv(t - a.1, {DAY_MS})), ts, iids))),
                -1)) AS i
-    FROM (SELECT distinct_id, arraySort(groupArray((toUnixTimestamp64Milli(time), insert_id))) AS ev,
+    FROM (SELECT user_key, arraySort(groupArray((toUnixTimestamp64Milli(time), insert_id))) AS ev,
                  arrayMap(e -> e.1, ev) AS ts, arrayMap(e -> e.2, ev) AS iids,
                  arrayFilter((e, k, q) -> k != q AND e.1 < {E_MS},
                      ev, arrayMap(e -> toDate(fromUnixTimestamp64Milli(e.1, '{TZ}')), ev),
                      arrayPopBack(arrayPushFront(arrayMap(e -> toDate(fromUnixTimestamp64Milli(e.1, '{TZ}')), ev),
                                                  toDate('1970-01-01')))) AS anchors
           FROM events WHERE project_id = 1 AND event = 'event_00' AND time >= toDateTime64('{START}', 3, 'UTC')
-            AND time < toDateTime64('{END}', 3, 'UTC') + toIntervalDay(15) GROUP BY distinct_id)
+            AND time < toDateTime64('{END}', 3, 'UTC') + toIntervalDay(15) GROUP BY user_key)
     ARRAY JOIN anchors AS a
 ) GROUP BY cohort, i"""
 
 FREQUENCY_SQL = f"""
 SELECT period, k, count() FROM (
-    SELECT toMonday(toDate(time, '{TZ}')) AS period, distinct_id, uniqExact(toDate(time, '{TZ}')) AS k FROM events
+    SELECT toMonday(toDate(time, '{TZ}')) AS period, user_key, uniqExact(toDate(time, '{TZ}')) AS k FROM events
     WHERE project_id = 1 AND event = 'event_00'
       AND time >= toDateTime64('2024-12-29 23:00:00', 3, 'UTC') AND time < toDateTime64('2025-02-02 23:00:00', 3, 'UTC')
-    GROUP BY period, distinct_id
+    GROUP BY period, user_key
 ) GROUP BY period, k"""
 
 

@@ -37,6 +37,7 @@ from footfall.services.query.reports._common import (
 from footfall.services.query.reports._common.buckets import bucket_date
 from footfall.services.query.reports._common.scan import (
     HAS_USER,
+    USER,
     Scope,
     final_events,
     one_event,
@@ -123,8 +124,8 @@ def build(req: FrequencyRequest) -> Query:
     if req.on is None:
         # Without segments, no segment column in the groupings (a constant NULL key costs:
         # measured 2x the hand-written query on 100M events with it).
-        events = sql("SELECT {} AS period, {} AS slot, distinct_id FROM {}", period, slot, source)
-        users = sql("SELECT period, uniqExact(slot) AS k FROM ({}) GROUP BY period, distinct_id", events)
+        events = sql("SELECT {} AS period, {} AS slot, {} AS u FROM {}", period, slot, USER, source)
+        users = sql("SELECT period, uniqExact(slot) AS k FROM ({}) GROUP BY period, u", events)
         return Query(
             sql(
                 "SELECT period, CAST(NULL, 'Nullable(String)') AS segment, k, count() AS users, 0 FROM ({})"
@@ -134,17 +135,17 @@ def build(req: FrequencyRequest) -> Query:
             b,
         )
     segment = sql("arrayJoin(arrayPushFront({}, NULL))", on_keys(compile_on(req.on, b)))
-    events = sql("SELECT {} AS period, {} AS slot, distinct_id, {} AS segment FROM {}", period, slot, segment, source)
+    events = sql("SELECT {} AS period, {} AS slot, {} AS u, {} AS segment FROM {}", period, slot, USER, segment, source)
     # per (period, segment) each user once, with their number of distinct slots k
     per_user = sql(
-        "SELECT period, segment, distinct_id, uniqExact(slot) AS k FROM ({}) GROUP BY period, segment, distinct_id",
+        "SELECT period, segment, u, uniqExact(slot) AS k FROM ({}) GROUP BY period, segment, u",
         events,
     )
     # a segment's weight: its distinct users over every period
     grouped = sql(
         "SELECT period, segment, k, count() AS users, any(seg_weight) AS seg_weight FROM ({}) "
         "GROUP BY period, segment, k",
-        segment_weight(per_user, sql("uniqExact(distinct_id)")),
+        segment_weight(per_user, sql("uniqExact(u)")),
     )
     ranked = sql("SELECT period, segment, k, users, seg_rank FROM ({})", top_segments(grouped, req.limit, b))
     return Query(ranked, b)

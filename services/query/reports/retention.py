@@ -51,6 +51,7 @@ from footfall.services.query.reports._common import (
 from footfall.services.query.reports._common.buckets import bucket_date_of_ms
 from footfall.services.query.reports._common.scan import (
     HAS_USER,
+    USER,
     Scope,
     final_events,
     one_event,
@@ -195,19 +196,19 @@ def _returns(req: RetentionRequest, b: Binds) -> tuple[Sql, _Shape]:
         source = final_events(scope, names, where, b, keys=HAS_USER)
     else:
         source = raw_events(scope, names, b, keys=HAS_USER)
-    return sql("SELECT distinct_id, {} AS ev FROM {} GROUP BY distinct_id", collect, source), shape_
+    return sql("SELECT {} AS u, {} AS ev FROM {} GROUP BY u", USER, collect, source), shape_
 
 
 def _anchored(req: RetentionRequest, b: Binds) -> tuple[Sql, _Shape]:
-    """One row per anchor: distinct_id, cohort, the anchor `a` (ms first, see `_Shape`) and the user's `ev`."""
+    """One row per anchor: the user `u`, cohort, the anchor `a` (ms first, see `_Shape`) and the user's `ev`."""
     returns, shape_ = _returns(req, b)
     start_ms = b.add(int(req.timeline.start.timestamp() * 1000), "Int64")
     end_ms = b.add(int(req.timeline.end.timestamp() * 1000), "Int64")
     if req.retention_type == "compounded":
         # the anchors are the user's first return-eligible event of each cohort bucket in the range
         text = sql(
-            "SELECT distinct_id, a, {} AS cohort, ev FROM ("
-            "SELECT distinct_id, ev, arrayMap(e -> {}, ev) AS ck, "
+            "SELECT u, a, {} AS cohort, ev FROM ("
+            "SELECT u, ev, arrayMap(e -> {}, ev) AS ck, "
             "arrayFilter((e, k, q) -> k != q AND e.1 < {}, ev, ck, "
             "arrayPopBack(arrayPushFront(ck, toDate('1970-01-01')))) AS anchors FROM ({})) ARRAY JOIN anchors AS a",
             bucket_date_of_ms(sql("a.1"), req.timeline, b),
@@ -226,14 +227,15 @@ def _anchored(req: RetentionRequest, b: Binds) -> tuple[Sql, _Shape]:
         born = raw_events(history, [req.born_event], b, keys=HAS_USER)
     # first-ever born event, ties by insert_id; `a` = (ms, id) like a return's first two members
     births = sql(
-        "SELECT distinct_id, (f.1, f.3) AS a FROM ("
-        "SELECT distinct_id, min((toUnixTimestamp64Milli(time), insert_id, reinterpretAsUInt128(dedup_hash))) AS f "
-        "FROM {} GROUP BY distinct_id) WHERE f.1 >= {}",
+        "SELECT u, (f.1, f.3) AS a FROM ("
+        "SELECT {} AS u, min((toUnixTimestamp64Milli(time), insert_id, reinterpretAsUInt128(dedup_hash))) AS f "
+        "FROM {} GROUP BY u) WHERE f.1 >= {}",
+        USER,
         born,
         start_ms,
     )
     text = sql(
-        "SELECT distinct_id, a, {} AS cohort, ev FROM ({}) AS births LEFT JOIN ({}) AS r USING distinct_id",
+        "SELECT u, a, {} AS cohort, ev FROM ({}) AS births LEFT JOIN ({}) AS r USING u",
         bucket_date_of_ms(sql("a.1"), req.timeline, b),
         births,
         returns,
@@ -278,8 +280,8 @@ def build(req: RetentionRequest) -> Query:
         else sql("")
     )
     cells = sql(
-        "SELECT cohort, m.1 AS segment, m.2 AS bucket, distinct_id FROM ("
-        "SELECT distinct_id, cohort, {} FROM ({})) "
+        "SELECT cohort, m.1 AS segment, m.2 AS bucket, u FROM ("
+        "SELECT u, cohort, {} FROM ({})) "
         "ARRAY JOIN arrayConcat([(CAST(NULL, 'Nullable(String)'), toInt64(-1))], marks{}) AS m",
         marks_col,
         anchored,
@@ -296,7 +298,7 @@ def build(req: RetentionRequest) -> Query:
         )
     grouped = sql(
         "SELECT if(bucket = -2, toDate('1970-01-01'), cohort) AS ck, segment, bucket, "
-        "if(bucket = -2, uniqExactIf(distinct_id, bucket = -2), count()) AS users FROM ({}) "
+        "if(bucket = -2, uniqExactIf(u, bucket = -2), count()) AS users FROM ({}) "
         "GROUP BY ck, segment, bucket",
         cells,
     )

@@ -51,6 +51,7 @@ from footfall.services.query.reports._common.parameters import (
 )
 from footfall.services.query.reports._common.scan import (
     HAS_USER,
+    USER,
     Binds,
     Query,
     Scope,
@@ -93,6 +94,7 @@ __all__ = [
     "MAX_LIMIT",
     "TYPES",
     "UNITS",
+    "USER",
     "Binds",
     "Query",
     "Scope",

@@ -13,13 +13,14 @@ from footfall.services.query.endpoints import QueryContext
 from footfall.services.query.reports._common.timeline import Timeline
 from footfall.shared.expr import compile_where
 from footfall.shared.expr.typed import TNode
-from footfall.shared.schema.catalog import EVENTS
+from footfall.shared.schema.catalog import EVENTS, NO_USER_KEY, USER_KEY
 from footfall.shared.sql import Params as Binds
 from footfall.shared.sql import Scope, Sql, render, source, sql
 
 __all__ = [
     "HAS_USER",
     "TIME",
+    "USER",
     "Binds",
     "Query",
     "Scope",
@@ -32,7 +33,10 @@ __all__ = [
 ]
 
 TIME = sql("time")
-HAS_USER = sql("distinct_id != ''")  # the events of a user (a non-empty distinct_id)
+# Per-user reports group by the events' user key (`catalog.USER_KEY`, a number: cheaper to
+# read and to hash than distinct_id); the empty distinct_id is never a user.
+USER = sql(USER_KEY)
+HAS_USER = sql("{} != {}", USER, sql(NO_USER_KEY))  # the events of a user
 
 
 def scope_of(project_id: int, timeline: Timeline) -> Scope:
@@ -86,7 +90,7 @@ def final_events(
 ) -> Sql:
     """`events FINAL`, scoped: the table with duplicates collapsed (the latest ingested copy
     wins), for reports that read properties. `keys`: more conditions on sorting-key
-    columns only (`distinct_id`, e.g. `HAS_USER`).
+    columns only (`distinct_id` or a function of it, e.g. `HAS_USER`).
 
     The scope, event and `keys` conditions go into an explicit PREWHERE: they test
     sorting-key columns only, which every copy of a duplicate shares, so filtering before

@@ -6,10 +6,18 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import LiteralString
 
-from footfall.services.query.reports._common import Query, event_filter, on_keys, segment_weight, top_segments
+from footfall.services.query.reports._common import (
+    HAS_USER,
+    USER,
+    Query,
+    event_filter,
+    on_keys,
+    segment_weight,
+    top_segments,
+)
 from footfall.services.query.reports.funnels.request import FunnelsRequest
 from footfall.shared.expr import compile_on, compile_where
-from footfall.shared.schema.catalog import EVENTS, NO_USER_KEY, USER_KEY
+from footfall.shared.schema.catalog import EVENTS
 from footfall.shared.sql import Params, Scope, Sql, number, source, sql
 
 __all__ = [
@@ -27,11 +35,6 @@ __all__ = [
 ]
 
 GRACE_MS = 2000
-
-# The per-user column: the events' user key (`catalog.USER_KEY`, a number, cheaper to read and
-# to hash than `distinct_id`); the empty distinct_id is never a user.
-USER = sql(USER_KEY)
-_NO_USER = sql(NO_USER_KEY)
 
 # Result columns: bucket (Date), segment (Nullable(String), NULL = $overall), step, the
 # attempts that reached the step, and the sums over them of the ms since the previous step
@@ -87,7 +90,7 @@ def events_scan(scope: Scope, final: bool, keys: Sql, where: Sql, p: Params) -> 
     duplicate shares them, so filtering before the FINAL merge is exact, and ClickHouse then
     reads `properties` for matching rows only (it does not move conditions to PREWHERE
     under FINAL by itself). `where` stays after the merge, so it sees the latest copy."""
-    return source(EVENTS, scope, p, final=final, keys=sql("{} AND {} != {}", keys, USER, _NO_USER), where=where)
+    return source(EVENTS, scope, p, final=final, keys=sql("{} AND {}", keys, HAS_USER), where=where)
 
 
 def _datetime(ms: int) -> datetime:
