@@ -144,12 +144,15 @@ BIRTH_SQL = f"""
 SELECT cohort, i, count() FROM (
     SELECT toDate(fromUnixTimestamp64Milli(b.1, '{TZ}')) AS cohort,
            arrayJoin(arrayPushFront(arrayDistinct(arrayFilter(i -> i >= 0 AND i <= 14,
-               arrayMap((t, iid) -> if(t < b.1 OR (t = b.1 AND iid = b.2), -1, intDiv(t - b.1, {DAY_MS})),
+               arrayMap((t, id) -> if(t < b.1 OR (t = b.1 AND id = b.3), -1, intDiv(t - b.1, {DAY_MS})),
                         r.1, r.2))), -1)) AS i
-    FROM (SELECT user_key, min((toUnixTimestamp64Milli(time), insert_id)) AS b FROM events
+    FROM (SELECT user_key, min((toUnixTimestamp64Milli(time), insert_id, reinterpretAsUInt128(dedup_hash))) AS b
+          FROM events
           WHERE project_id = 1 AND event = 'event_00' AND time < toDateTime64('{END}', 3, 'UTC') GROUP BY user_key
           HAVING b.1 >= {S_MS}) AS births
-    LEFT JOIN (SELECT user_key, (groupArray(toUnixTimestamp64Milli(time)), groupArray(insert_id)) AS r FROM events
+    LEFT JOIN (SELECT user_key,
+                      (groupArray(toUnixTimestamp64Milli(time)), groupArray(reinterpretAsUInt128(dedup_hash))) AS r
+          FROM events
           WHERE project_id = 1 AND event = 'event_01' AND time >= toDateTime64('{START}', 3, 'UTC')
             AND time < toDateTime64('{END}', 3, 'UTC') + toIntervalDay(15) GROUP BY user_key) AS ret
     USING user_key
@@ -159,10 +162,11 @@ COMPOUNDED_SQL = f"""
 SELECT cohort, i, count() FROM (
     SELECT user_key, toDate(fromUnixTimestamp64Milli(a.1, '{TZ}')) AS cohort,
            arrayJoin(arrayPushFront(arrayDistinct(arrayFilter(i -> i >= 0 AND i <= 14,
-               arrayMap((t, iid) -> if(t < a.1 OR (t = a.1 AND iid = a.2), -1, intDiv(t - a.1, {DAY_MS})), ts, iids))),
+               arrayMap((t, id) -> if(t < a.1 OR (t = a.1 AND id = a.2), -1, intDiv(t - a.1, {DAY_MS})), ts, ids))),
                -1)) AS i
-    FROM (SELECT user_key, arraySort(groupArray((toUnixTimestamp64Milli(time), insert_id))) AS ev,
-                 arrayMap(e -> e.1, ev) AS ts, arrayMap(e -> e.2, ev) AS iids,
+    FROM (SELECT user_key,
+                 arraySort(groupArray((toUnixTimestamp64Milli(time), reinterpretAsUInt128(dedup_hash)))) AS ev,
+                 arrayMap(e -> e.1, ev) AS ts, arrayMap(e -> e.2, ev) AS ids,
                  arrayFilter((e, k, q) -> k != q AND e.1 < {E_MS},
                      ev, arrayMap(e -> toDate(fromUnixTimestamp64Milli(e.1, '{TZ}')), ev),
                      arrayPopBack(arrayPushFront(arrayMap(e -> toDate(fromUnixTimestamp64Milli(e.1, '{TZ}')), ev),

@@ -253,14 +253,15 @@ def build(req: RetentionRequest) -> Query:
     b = Binds()
     anchored, shape_ = _anchored(req, b)
     not_return = sql("e.1 < a.1 OR {} = {}", shape_.id_of[0], shape_.id_of[1])
-    segments = sql("arrayPushFront({}, NULL)", shape_.keys_of) if shape_.keys_of is not None else sql("[NULL]")
+    if shape_.keys_of is None:
+        return _overall(req, b, anchored, not_return)
     marks = sql(
         "arrayFilter(m -> m.2 >= 0 AND m.2 < {}, arrayDistinct(arrayFlatten(arrayMap(e -> if({}, [], "
-        "arrayMap(s -> (CAST(s, 'Nullable(String)'), {}), {})), ev))))",
+        "arrayMap(s -> (CAST(s, 'Nullable(String)'), {}), arrayPushFront({}, NULL))), ev))))",
         b.add(req.buckets, "Int64"),
         not_return,
         _bucket(req, b, sql("a.1"), sql("e.1")),
-        segments,
+        shape_.keys_of,
     )
     if req.unbounded:  # per segment only the last bucket with a return (arrayDistinct drops NULL)
         last = sql(
@@ -271,31 +272,14 @@ def build(req: RetentionRequest) -> Query:
     else:
         marks_col = sql("{} AS marks", marks)
     # one row per (anchor, mark); -1: the anchor is in its cohort; -2: a segment to rank by users
-    ranking = (
-        sql(
-            ", arrayMap(s -> (s, toInt64(-2)), arrayDistinct(arrayFilter(s -> isNotNull(s), "
-            "arrayMap(m -> m.1, marks))))"
-        )
-        if req.on is not None
-        else sql("")
-    )
     cells = sql(
         "SELECT cohort, m.1 AS segment, m.2 AS bucket, u FROM ("
         "SELECT u, cohort, {} FROM ({})) "
-        "ARRAY JOIN arrayConcat([(CAST(NULL, 'Nullable(String)'), toInt64(-1))], marks{}) AS m",
+        "ARRAY JOIN arrayConcat([(CAST(NULL, 'Nullable(String)'), toInt64(-1))], marks, arrayMap(s -> "
+        "(s, toInt64(-2)), arrayDistinct(arrayFilter(s -> isNotNull(s), arrayMap(m -> m.1, marks))))) AS m",
         marks_col,
         anchored,
-        ranking,
     )
-    if req.on is None:
-        return Query(
-            sql(
-                "SELECT cohort, segment, bucket, count() AS users, 0 AS seg_rank FROM ({}) "
-                "GROUP BY cohort, segment, bucket ORDER BY cohort, bucket",
-                cells,
-            ),
-            b,
-        )
     grouped = sql(
         "SELECT if(bucket = -2, toDate('1970-01-01'), cohort) AS ck, segment, bucket, "
         "if(bucket = -2, uniqExactIf(u, bucket = -2), count()) AS users FROM ({}) "
@@ -309,6 +293,35 @@ def build(req: RetentionRequest) -> Query:
         top_segments(seg_users, req.limit, b),
     )
     return Query(ranked, b)
+
+
+def _overall(req: RetentionRequest, b: Binds, anchored: Sql, not_return: Sql) -> Query:
+    """`build` without `on`: per anchor the distinct buckets of its returns, no segment column
+    in the marks or the GROUP BY (with a constant NULL segment in both, compounded retention
+    on 100M events took 1.37x the hand-written query; the same lesson as frequency's)."""
+    marks = sql(
+        "arrayFilter(i -> i >= 0 AND i < {}, arrayDistinct(arrayMap(e -> if({}, toInt64(-1), {}), ev)))",
+        b.add(req.buckets, "Int64"),
+        not_return,
+        _bucket(req, b, sql("a.1"), sql("e.1")),
+    )
+    if req.unbounded:  # only the last bucket with a return
+        marks = sql("if(empty({} AS bk), emptyArrayInt64(), [arrayMax(bk)])", marks)
+    # one row per (anchor, bucket); -1: the anchor is in its cohort
+    cells = sql(
+        "SELECT cohort, bucket FROM (SELECT cohort, {} AS marks FROM ({})) "
+        "ARRAY JOIN arrayPushFront(marks, toInt64(-1)) AS bucket",
+        marks,
+        anchored,
+    )
+    return Query(
+        sql(
+            "SELECT cohort, CAST(NULL, 'Nullable(String)') AS segment, bucket, count() AS users, 0 AS seg_rank "
+            "FROM ({}) GROUP BY cohort, bucket ORDER BY cohort, bucket",
+            cells,
+        ),
+        b,
+    )
 
 
 # -- shape -----------------------------------------------------------------------------------------
