@@ -144,9 +144,10 @@ BIRTH_SQL = f"""
 SELECT cohort, i, count() FROM (
     SELECT toDate(fromUnixTimestamp64Milli(b.1, '{TZ}')) AS cohort,
            arrayJoin(arrayPushFront(arrayDistinct(arrayFilter(i -> i >= 0 AND i <= 14,
-               arrayMap((t, id) -> if(t < b.1 OR (t = b.1 AND id = b.3), -1, intDiv(t - b.1, {DAY_MS})),
+               arrayMap((t, id) -> if(t < b.1 OR (t = b.1 AND id = b.2), -1, intDiv(t - b.1, {DAY_MS})),
                         r.1, r.2))), -1)) AS i
-    FROM (SELECT user_key, min((toUnixTimestamp64Milli(time), insert_id, reinterpretAsUInt128(dedup_hash))) AS b
+    FROM (SELECT user_key, (min(toUnixTimestamp64Milli(time)), argMin(reinterpretAsUInt128(dedup_hash),
+                 concat(reverse(reinterpretAsFixedString(toUInt64(toUnixTimestamp64Milli(time)))), insert_id))) AS b
           FROM events
           WHERE project_id = 1 AND event = 'event_00' AND time < toDateTime64('{END}', 3, 'UTC') GROUP BY user_key
           HAVING b.1 >= {S_MS}) AS births

@@ -96,6 +96,10 @@ EVENTS += [  # by name first: "T" before "T2" although its insert_id sorts after
     ev("T2", "names", f"{DAY} 17:00:00", plan="second", **{"$insert_id": "names-a"}),
     ev("T", "names", f"{DAY} 17:00:00", plan="first", **{"$insert_id": "names-b"}),
 ]
+EVENTS += [  # a birth tied in time: the first insert_id (bytewise, a prefix first) is the birth
+    ev("Join", "birth-tie", f"{DAY} 08:00:00", plan="later", **{"$insert_id": "bt-ab"}),
+    ev("Join", "birth-tie", f"{DAY} 08:00:00", plan="first", **{"$insert_id": "bt-a"}),
+]
 REDO = ev("T", "redo", f"{DAY} 17:00:00", plan="old")
 REDONE = {**REDO, "properties": {**REDO["properties"], "plan": "new"}}
 DUPLICATE = ev("View", "dup", f"{DAY} 18:00:00")
@@ -209,6 +213,18 @@ def test_birth_event_is_not_a_return(env: tuple[ReportEnv, dict[str, int]]) -> N
     r = client.query(PID, "/retention", same)
     assert r.json()[DAY] == {"counts": [0, 0, 0], "first": 2}
     assert not diff(r.json(), retention.retention(EVENTS, TZ, same, NOW))
+
+
+def test_birth_tied_in_time_is_the_first_insert_id(env: tuple[ReportEnv, dict[str, int]]) -> None:
+    client, _ = env
+    on = 'properties["plan"]'
+    params = {"from_date": DAY, "to_date": DAY, "born_event": "Join", "event": "Join", "interval_count": "1", "on": on}
+    r = client.query(PID, "/retention", params)
+    assert r.status_code == 200, r.text
+    assert not diff(r.json(), retention.retention(EVENTS, TZ, params, NOW))
+    # "bt-a" is the birth; the other Join at the same instant ("bt-ab", plan "later") its return
+    day = r.json()[DAY]
+    assert day["$overall"]["counts"] == [1, 0] and day["later"]["counts"] == [1, 0] and "first" not in day
 
 
 def test_empty_distinct_id_and_duplicates_in_frequency(env: tuple[ReportEnv, dict[str, int]]) -> None:
