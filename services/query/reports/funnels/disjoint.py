@@ -175,24 +175,27 @@ def _counted(req: FunnelsRequest, attempts: Sql) -> Sql:
     each step and their summed durations, as one row per step that some attempt reached."""
     n = len(req.funnel.steps)
     measures = [sql("count() AS n0")]
+    names = [sql("n0")]  # the measures' aliases
     per_step = [sql("(toUInt32(0), n0, toInt64(0), toInt64(0))")]
     for k in range(1, n):
         t, r = alias("t", k), alias("r", k)
+        n_k, d_k, e_k = alias("n", k), alias("d", k), alias("e", k)
         measures.append(
             sql(
                 "countIf({}) AS {}, sumIf(greatest(0, {} - {}), {}) AS {}, sumIf(greatest(0, {} - t0), {}) AS {}",
                 r,
-                alias("n", k),
+                n_k,
                 t,
                 alias("t", k - 1),
                 r,
-                alias("d", k),
+                d_k,
                 t,
                 r,
-                alias("e", k),
+                e_k,
             )
         )
-        per_step.append(sql("(toUInt32({}), {}, {}, {})", number(k), alias("n", k), alias("d", k), alias("e", k)))
+        names += [n_k, d_k, e_k]
+        per_step.append(sql("(toUInt32({}), {}, {}, {})", number(k), n_k, d_k, e_k))
     if req.on is None:
         grouped = sql(
             "SELECT b, CAST(NULL, 'Nullable(String)') AS segment, {} FROM ({}) GROUP BY b",
@@ -204,7 +207,6 @@ def _counted(req: FunnelsRequest, attempts: Sql) -> Sql:
         # key list first, then each list's counts added to its keys (few rows by then).
         # Measured on 100M events (5 steps): 5-18 % of the counting, against expanding
         # every attempt to its segments before the GROUP BY.
-        names = [sql("n0"), *[alias(m, k) for k in range(1, n) for m in ("n", "d", "e")]]
         grouped = sql(
             "SELECT b, segment, {} FROM (SELECT b, g, {} FROM ({}) GROUP BY b, g) "
             "ARRAY JOIN arrayPushFront(g, NULL) AS segment GROUP BY b, segment",
