@@ -81,7 +81,10 @@ def _funnel_sql(steps: list[str], on: bool) -> str:
     the later steps' are grouped per user apart and joined (ties in time by insert_id). Users are
     grouped by the stored 128-bit `user_key`, as ours are."""
     n = len(steps)
-    later = ", ".join(f"arraySort(groupArrayIf(ms, event = '{s}')) AS s{k}" for k, s in enumerate(steps) if k)
+    # each step's times packed with the step (ms * 32 + k) in one array per user, split after
+    codes = ", ".join(f"event = '{s}', {k}" for k, s in enumerate(steps) if k)
+    split = "arrayMap(x -> bitShiftRight(x, 5), arrayFilter(x -> bitAnd(x, 31) = {}, p))"
+    later = ", ".join(f"{split.format(k)} AS s{k}" for k in range(1, n))
     scan = f"""project_id = 1 AND time >= toDateTime64('{START}', 3, 'UTC') - toIntervalMillisecond({2000 * (n - 1)})
                AND time <= toDateTime64('{END}', 3, 'UTC') + toIntervalDay(1)"""
     step0 = f"""project_id = 1 AND event = '{steps[0]}' AND time >= toDateTime64('{START}', 3, 'UTC')
@@ -92,16 +95,19 @@ def _funnel_sql(steps: list[str], on: bool) -> str:
                                 groupArray(insert_id) AS ai, groupArray(JSONExtractString(properties, 'plan')) AS ag,
                                 arraySort(am) AS e0
                          FROM events WHERE {step0} GROUP BY user_key"""
-        later_rows = f"""SELECT user_key, {later} FROM (SELECT user_key, event, toUnixTimestamp64Milli(time) AS ms
-                         FROM events WHERE {scan} AND event IN ({names_later})) GROUP BY user_key"""
+        later_rows = f"""SELECT user_key, {later} FROM (SELECT user_key, arraySort(groupArray(ms * 32 + k)) AS p
+                         FROM (SELECT user_key, toUnixTimestamp64Milli(time) AS ms, multiIf({codes}, 0) AS k
+                               FROM events WHERE {scan} AND event IN ({names_later})) GROUP BY user_key)"""
         per_user = f"SELECT * FROM ({later_rows}) AS r RIGHT JOIN ({step0_rows}) AS f USING user_key"
         g0 = ", arrayFilter((g, k, q) -> k != q, arraySort((g, m, i) -> (m, i), ag, am, ai), k0, kp) AS g0"
     else:
         names = ", ".join(f"'{s}'" for s in steps)
-        e0 = f"arraySort(groupArrayIf(ms, event = '{steps[0]}' AND ms >= {S_MS} AND ms < {E_MS}))"
-        rows = "SELECT user_key, event, toUnixTimestamp64Milli(time) AS ms FROM events "
+        e0 = split.format(0)
+        k = f"multiIf(event = '{steps[0]}' AND ms >= {S_MS} AND ms < {E_MS}, 0, {codes}, -1)"
+        rows = f"SELECT user_key, toUnixTimestamp64Milli(time) AS ms, {k} AS k FROM events "
         rows += f"WHERE {scan} AND event IN ({names})"
-        per_user = f"SELECT user_key, {e0} AS e0, {later} FROM ({rows}) GROUP BY user_key HAVING notEmpty(e0)"
+        packed = f"SELECT user_key, arraySort(groupArrayIf(ms * 32 + k, k >= 0)) AS p FROM ({rows}) GROUP BY user_key"
+        per_user = f"SELECT user_key, {e0} AS e0, {later} FROM ({packed}) WHERE notEmpty(e0)"
         g0 = ""
     query = f"""SELECT b, t0, {", ".join([f"s{k}" for k in range(1, n)] + (["g"] if on else []))} FROM (
             SELECT *, arrayMap(t -> toDate(fromUnixTimestamp64Milli(t, '{TZ}')), e0) AS k0,

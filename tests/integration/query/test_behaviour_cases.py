@@ -100,6 +100,11 @@ EVENTS += [  # a birth tied in time: the first insert_id (bytewise, a prefix fir
     ev("Join", "birth-tie", f"{DAY} 08:00:00", plan="later", **{"$insert_id": "bt-ab"}),
     ev("Join", "birth-tie", f"{DAY} 08:00:00", plan="first", **{"$insert_id": "bt-a"}),
 ]
+# the most steps a funnel has (32): one user through all of them, one who stops after step 20
+# (each step's times are packed with the step's index in one array per user)
+LONG = [f"S{k:02d}" for k in range(32)]
+EVENTS += [ev(name, "long", f"{DAY} 19:{k:02d}:00", plan="all") for k, name in enumerate(LONG)]
+EVENTS += [ev(name, "long-stop", f"{DAY} 20:{k:02d}:00", plan="some") for k, name in enumerate(LONG[:21])]
 REDO = ev("T", "redo", f"{DAY} 17:00:00", plan="old")
 REDONE = {**REDO, "properties": {**REDO["properties"], "plan": "new"}}
 DUPLICATE = ev("View", "dup", f"{DAY} 18:00:00")
@@ -117,6 +122,7 @@ FUNNELS = {
         "length": 1,
         "length_unit": "day",
     },
+    "long": {"name": "long", "steps": [{"event": s} for s in LONG], "length": 1, "length_unit": "day"},
     "view-view": {
         "name": "view-view",
         "steps": [{"event": "View"}, {"event": "View"}],
@@ -191,6 +197,13 @@ def test_events_after_to_date_complete(env: tuple[ReportEnv, dict[str, int]]) ->
 
 def test_duplicate_cannot_serve_two_steps(env: tuple[ReportEnv, dict[str, int]]) -> None:
     assert _counts(_funnel(env, "view-view")) == [1, 0]
+
+
+def test_the_most_steps_a_funnel_has(env: tuple[ReportEnv, dict[str, int]]) -> None:
+    assert _counts(_funnel(env, "long")) == [2] * 21 + [1] * 11
+    segments = _funnel(env, "long", on='properties["plan"]')["data"][DAY]
+    assert [s["count"] for s in segments["all"]] == [1] * 32
+    assert [s["count"] for s in segments["some"]] == [1] * 21 + [0] * 11
 
 
 def test_segment_of_an_entry_tied_in_time(env: tuple[ReportEnv, dict[str, int]]) -> None:

@@ -39,41 +39,60 @@ from footfall.services.query.reports.funnels._common import (
     step_condition,
 )
 from footfall.services.query.reports.funnels.request import FunnelsRequest
+from footfall.shared.saved import MAX_STEPS
 from footfall.shared.sql import Params, Sql, join, number, sql
 
 __all__ = ["build_disjoint"]
 
 
-def _later_steps(req: FunnelsRequest, p: Params) -> tuple[list[Sql], list[Sql]]:
-    """Each later step k: the row's condition `c{k}`, and the user's sorted times `s{k}`."""
-    later = range(1, len(req.funnel.steps))
-    conditions = [sql("{} AS {}", step_condition(req, k, p), alias("c", k)) for k in later]
-    arrays = [sql("arraySort(groupArrayIf(ms, {})) AS {}", alias("c", k), alias("s", k)) for k in later]
-    return conditions, arrays
+# Per user, the steps' times are gathered in one array of the row's time and step packed in
+# one Int64 (`ms * 32 + step`, order-preserving; steps are at most MAX_STEPS = 32, and a
+# DateTime64(3)'s ms times 32 stays far inside Int64), sorted once and split per step: one
+# aggregate state per user instead of one per step. Measured on 100M events (interleaved,
+# 9 rounds): 5 steps 924 -> 890 ms, 5 steps with `on` 1,720 -> 1,625, 3 with `on` level.
+_STEP_BITS = 5
+if MAX_STEPS > 1 << _STEP_BITS:
+    raise AssertionError("invariant: every step index fits in _STEP_BITS bits")
+
+
+def _times_per_user(steps: list[tuple[int, Sql]], scan: Sql) -> Sql:
+    """`scan`'s rows grouped per user: `u` and, for each of `steps` (step k, the row's
+    condition for it; at most one true per row, the steps' names being disjoint), the
+    user's sorted times of that step (`e0` for step 0, `s{k}` for a later k)."""
+    code = join(", ", [sql("{}, {}", condition, number(k)) for k, condition in steps])
+    split = [
+        sql(
+            "arrayMap(x -> bitShiftRight(x, {}), arrayFilter(x -> bitAnd(x, {}) = {}, packed)) AS {}",
+            number(_STEP_BITS),
+            number((1 << _STEP_BITS) - 1),
+            number(k),
+            alias("s", k) if k else sql("e0"),
+        )
+        for k, _ in steps
+    ]
+    return sql(
+        "SELECT u, {} FROM (SELECT u, arraySort(groupArrayIf(bitShiftLeft(ms, {}) + code, code >= 0)) AS packed "
+        "FROM (SELECT {} AS u, toUnixTimestamp64Milli(time) AS ms, toInt64(multiIf({}, -1)) AS code FROM {}) "
+        "GROUP BY u)",
+        join(", ", split),
+        number(_STEP_BITS),
+        USER,
+        code,
+        scan,
+    )
+
+
+def _later_steps(req: FunnelsRequest, p: Params) -> list[tuple[int, Sql]]:
+    """Each later step k with its condition on a row."""
+    return [(k, step_condition(req, k, p)) for k in range(1, len(req.funnel.steps))]
 
 
 def _per_user(req: FunnelsRequest, p: Params) -> Sql:
     """Per user: `e0` (the range's step-0 times, sorted) and `s1`… (each later step's sorted times)."""
     sc = funnel_scan(req, p)
-    later_conditions, later_arrays = _later_steps(req, p)
-    conditions = [
-        sql("({} AND ms >= {} AND ms < {}) AS c0", step_condition(req, 0, p), sc.start_ms, sc.end_ms),
-        *later_conditions,
-    ]
-    arrays = [sql("arraySort(groupArrayIf(ms, c0)) AS e0"), *later_arrays]
+    step0 = sql("({} AND ms >= {} AND ms < {})", step_condition(req, 0, p), sc.start_ms, sc.end_ms)
     scan = events_scan(sc.scanned, sc.final, sc.names, sc.where, p)
-    return sql("{} HAVING notEmpty(e0)", _times_per_user(arrays, conditions, scan))
-
-
-def _times_per_user(arrays: list[Sql], conditions: list[Sql], scan: Sql) -> Sql:
-    """`scan`'s rows grouped per user (`u`) into `arrays` over the row's time `ms` and `conditions`."""
-    return sql(
-        "SELECT u, {} FROM (SELECT {} AS u, toUnixTimestamp64Milli(time) AS ms, {} FROM {}) GROUP BY u",
-        join(", ", arrays),
-        USER,
-        join(", ", conditions),
-        scan,
-    )
+    return sql("SELECT * FROM ({}) WHERE notEmpty(e0)", _times_per_user([(0, step0), *_later_steps(req, p)], scan))
 
 
 def _per_user_segmented(req: FunnelsRequest, p: Params) -> Sql:
@@ -118,9 +137,8 @@ def _per_user_segmented(req: FunnelsRequest, p: Params) -> Sql:
     )
     if not later_names:
         return entries
-    conditions, arrays = _later_steps(req, p)
     rest = _times_per_user(
-        arrays, conditions, events_scan(sc.scanned, sc.final, event_filter(later_names, p), sc.where, p)
+        _later_steps(req, p), events_scan(sc.scanned, sc.final, event_filter(later_names, p), sc.where, p)
     )
     # Every user with a step-0 event; one without later events gets empty `s1`… (the join's
     # default for an unmatched row).
