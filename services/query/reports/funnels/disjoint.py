@@ -59,7 +59,8 @@ def _times_per_user(steps: list[tuple[int, Sql]], scan: Sql) -> Sql:
     """`scan`'s rows grouped per user: `u` and, for each of `steps` (step k, the row's
     condition for it; at most one true per row, the steps' names being disjoint), the
     user's sorted times of that step (`e0` for step 0, `s{k}` for a later k)."""
-    code = join(", ", [sql("{}, {}", condition, number(k)) for k, condition in steps])
+    # the row's step: multiIf(condition, k, …, -1)
+    cases = join(", ", [sql("{}, {}", condition, number(k)) for k, condition in steps])
     split = [
         sql(
             "arrayMap(x -> bitShiftRight(x, {}), arrayFilter(x -> bitAnd(x, {}) = {}, packed)) AS {}",
@@ -77,7 +78,7 @@ def _times_per_user(steps: list[tuple[int, Sql]], scan: Sql) -> Sql:
         join(", ", split),
         number(_STEP_BITS),
         USER,
-        code,
+        cases,
         scan,
     )
 
